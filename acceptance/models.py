@@ -1,0 +1,251 @@
+"""The engagement domain: customers, engagements, their inventory and bill of materials.
+
+An engagement is the ten-week joint acceptance test of one customer's site (DOMAIN.md). Its gates
+and criteria live in ``gates``; its probe runs and measurements in ``runners``.
+"""
+
+import base64
+import hashlib
+import re
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+
+from acceptance import crypto
+
+ENGAGEMENT_WEEKS = 10  # DOMAIN.md: "a joint acceptance test of about 10 weeks"
+
+name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+    "use letters, digits, '.', '_' or '-' (at most 63 characters, starting with a letter or digit)",
+)
+interface_validator = RegexValidator(
+    r"^[A-Za-z0-9_.:-]{1,15}$", "a Linux interface name: at most 15 of A-Z a-z 0-9 _ . : -"
+)
+device_path_validator = RegexValidator(
+    r"^/[A-Za-z0-9._/-]{1,200}$",
+    "an absolute device or file path of letters, digits, '.', '_', '-' and '/'",
+)
+ssh_user_validator = RegexValidator(r"^[a-z_][a-z0-9_-]{0,31}$", "a POSIX user name")
+host_validator = RegexValidator(
+    r"^[A-Za-z0-9.:-]{1,253}$", "a host name or IP address (letters, digits, '.', ':', '-')"
+)
+
+
+class Organisation(models.Model):
+    """A customer organisation (or the vendor's own lab)."""
+
+    name = models.CharField(max_length=200, unique=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Engagement(models.Model):
+    """One customer's ten-week gated acceptance test.
+
+    ``state``: active while gates are being run; stopped when a gate's criteria were not met
+    (later gates refuse to run until a person re-opens it with a reason); accepted when G4 passed.
+    """
+
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        STOPPED = "stopped"
+        ACCEPTED = "accepted"
+
+    class Language(models.TextChoices):
+        ENGLISH = "en", "English"
+        CHINESE = "zh-hans", "简体中文"
+
+    name = models.CharField(max_length=63, unique=True, validators=[name_validator])
+    customer = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="engagements")
+    start_date = models.DateField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
+    stopped_reason = models.TextField(blank=True)
+    report_language = models.CharField(
+        max_length=8, choices=Language.choices, default=Language.ENGLISH
+    )
+    is_lab = models.BooleanField(
+        default=False, help_text="a lab engagement: its node runs stand-in tools (simulated)"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def end_date(self):
+        return self.start_date + timedelta(weeks=ENGAGEMENT_WEEKS)
+
+    def bom_open_items(self):
+        return self.bom_items.filter(ticked_at__isnull=True)
+
+
+class Array(models.Model):
+    """An all-flash NVMe-oF array under test (e.g. FX100: 24 × 7.68 TB U.2 NVMe, 100 GbE)."""
+
+    class Layout(models.TextChoices):
+        RAID0 = "raid0", "RAID0 (no redundancy)"
+        RAID5 = "raid5", "RAID5"
+        RAID6 = "raid6", "RAID6"
+        RAID10 = "raid10", "RAID10"
+        OTHER = "other", "other (described by the vendor)"
+
+    engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE, related_name="arrays")
+    model = models.CharField(max_length=64, default="FX100")
+    serial = models.CharField(max_length=64)
+    expected_drive_count = models.PositiveIntegerField(
+        default=24, validators=[MinValueValidator(1), MaxValueValidator(1024)]
+    )
+    link_speed_mbps = models.PositiveIntegerField(
+        default=100000, help_text="nominal link speed per port in Mb/s (100 GbE = 100000)"
+    )
+    layout = models.CharField(max_length=16, choices=Layout.choices, default=Layout.OTHER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["engagement", "serial"], name="array_serial_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.serial}"
+
+
+class Credential(models.Model):
+    """An SSH private key (OpenSSH PEM text) and optional passphrase, encrypted at rest.
+
+    The secret is only readable through :meth:`private_key` / :meth:`passphrase`; ``repr`` and
+    ``str`` never show it.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    private_key_encrypted = models.BinaryField()
+    passphrase_encrypted = models.BinaryField(blank=True, default=b"")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"credential {self.name}"
+
+    __repr__ = __str__
+
+    @classmethod
+    def from_secret(cls, name: str, private_key: str, passphrase: str = "") -> "Credential":
+        return cls(
+            name=name,
+            private_key_encrypted=crypto.encrypt(private_key),
+            passphrase_encrypted=crypto.encrypt(passphrase) if passphrase else b"",
+        )
+
+    def private_key(self) -> str:
+        return crypto.decrypt(self.private_key_encrypted)
+
+    def passphrase(self) -> str | None:
+        return crypto.decrypt(self.passphrase_encrypted) if self.passphrase_encrypted else None
+
+
+def host_key_fingerprint(public_key_line: str) -> str:
+    """OpenSSH ``SHA256:…`` fingerprint of a public key line ``"ssh-ed25519 AAAA… [comment]"``.
+
+    Raises ValidationError when the line is not ``type base64``.
+    """
+    parts = public_key_line.split()
+    if len(parts) < 2 or not re.fullmatch(r"(ssh|ecdsa|sk)-[A-Za-z0-9@.-]+", parts[0]):
+        raise ValidationError("host key must be an OpenSSH public key line: 'TYPE BASE64'")
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except ValueError:
+        raise ValidationError("host key's key data is not base64") from None
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return f"SHA256:{digest}"
+
+
+class Node(models.Model):
+    """A machine the service runs probes on over SSH.
+
+    ``role`` says which probes it takes: ``array`` is the array's own controller, where the drives
+    are local PCIe devices (G1 drive inventory, self-tests, SMART; RUNBOOK §1); ``inference`` is a
+    GPU node that reads the array over NVMe-oF (G2 fio line efficiency, serving benchmark).
+    The host key is pinned: a connection to a host presenting any other key is refused.
+    """
+
+    class Role(models.TextChoices):
+        ARRAY = "array", "array controller"
+        INFERENCE = "inference", "inference node"
+
+    engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=63, validators=[name_validator])
+    role = models.CharField(max_length=16, choices=Role.choices)
+    address = models.CharField(max_length=253, validators=[host_validator])
+    port = models.PositiveIntegerField(
+        default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
+    ssh_user = models.CharField(max_length=32, validators=[ssh_user_validator])
+    host_key = models.TextField(help_text="the pinned OpenSSH public host key line")
+    host_key_fingerprint = models.CharField(max_length=80, editable=False)
+    credential = models.ForeignKey(Credential, on_delete=models.PROTECT, related_name="nodes")
+    array = models.ForeignKey(
+        Array, on_delete=models.SET_NULL, null=True, blank=True, related_name="nodes",
+        help_text="the array this node is the controller of (array role) or reads (inference)",
+    )
+    use_sudo = models.BooleanField(default=False, help_text="prefix probe commands with sudo -n")
+    interface = models.CharField(
+        max_length=15, blank=True, validators=[interface_validator],
+        help_text="network interface carrying the array's traffic (G2 link speed)",
+    )
+    fio_target = models.CharField(
+        max_length=200, blank=True, validators=[device_path_validator],
+        help_text="the array namespace (or file on it) the G2 read-only fio job reads",
+    )
+    is_lab = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["engagement", "name"], name="node_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.address}:{self.port})"
+
+    def save(self, *args, **kwargs) -> None:
+        self.host_key_fingerprint = host_key_fingerprint(self.host_key)
+        super().save(*args, **kwargs)
+
+
+class BomItem(models.Model):
+    """One line of the bill-of-materials checklist, ticked by a person (who, when)."""
+
+    engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE, related_name="bom_items")
+    position = models.PositiveIntegerField()
+    description = models.CharField(max_length=300)
+    quantity = models.PositiveIntegerField(default=1)
+    ticked_by = models.CharField(max_length=150, blank=True)
+    ticked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["engagement", "position"], name="bom_position_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quantity} × {self.description}"
+
+
+class AuditEntry(models.Model):
+    """Who changed what and why: threshold edits, re-openings, lab resets (append-only)."""
+
+    engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE, related_name="audit")
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.CharField(max_length=150)
+    action = models.CharField(max_length=64)
+    reason = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor}: {self.action}"

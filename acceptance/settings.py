@@ -1,0 +1,129 @@
+"""Settings, every one from the environment (django-environ), with an embedded default.
+
+With no environment at all the service runs on SQLite under ``var/`` and executes Celery tasks
+in-process. ``DATABASE_URL`` selects PostgreSQL (``postgres://user@host:5432/name``),
+``CELERY_BROKER_URL`` a real broker (``redis://127.0.0.1:6379/0``). A malformed value fails at
+start-up with the variable's name.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+# Where the service keeps its own files: SQLite database, reports, lab servers, dev signing keys.
+VAR_DIR = Path(env.str("ACCEPTANCE_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _dev_secret(name: str) -> str:
+    """A per-installation secret kept in VAR_DIR, made on first use (development only)."""
+    from django.core.management.utils import get_random_secret_key
+
+    path = VAR_DIR / name
+    if not path.exists():
+        path.write_text(get_random_secret_key())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or _dev_secret("django-secret-key")
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+
+# Key for credentials stored at rest (SSH private keys, passphrases): a Fernet key
+# (32 url-safe base64 bytes). Production sets it; development makes one under VAR_DIR.
+CREDENTIALS_KEY = env.str("ACCEPTANCE_CREDENTIALS_KEY", default="")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "acceptance",
+    "gates",
+    "runners",
+    "reports",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "acceptance.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+WSGI_APPLICATION = "acceptance.wsgi.application"
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'acceptance.sqlite3'}")
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Worker and command share the file: wait for a writer instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# Celery: the embedded default runs tasks in-process; a broker URL makes them real.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = False  # a probe run on a customer node is never re-delivered silently
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Reports and signing. Production gives a PKCS#12 file and its passphrase; without one a
+# development signing certificate is made under VAR_DIR/signing on first use.
+REPORTS_DIR = Path(env.str("ACCEPTANCE_REPORTS_DIR", default=str(VAR_DIR / "reports")))
+REPORT_SIGNING_PKCS12 = env.str("REPORT_SIGNING_PKCS12", default="")
+REPORT_SIGNING_PASSPHRASE = env.str("REPORT_SIGNING_PASSPHRASE", default="")
+REPORT_TRUST_ROOTS = env.list("REPORT_TRUST_ROOTS", default=[])
+SIGNING_DIR = VAR_DIR / "signing"
+
+# Lab nodes (local OpenSSH servers with stand-in tools) live here.
+LAB_DIR = VAR_DIR / "lab"
+
+# SSH defaults for probe runs (seconds).
+SSH_CONNECT_TIMEOUT = env.float("SSH_CONNECT_TIMEOUT", default=10.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "paramiko": {"level": "WARNING"},
+        "pyhanko": {"level": "ERROR"},
+        "pyhanko_certvalidator": {"level": "ERROR"},
+    },
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+}

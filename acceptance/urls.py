@@ -1,0 +1,6 @@
+"""URL configuration (the browser pages arrive with the web application issue)."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]

@@ -1,0 +1,163 @@
+"""The default gates G1–G4 with the thresholds of DOMAIN.md, as data.
+
+Every new engagement gets a copy (``gates.services.gates_seed``) with the sha256 of the definition
+it was copied from; changing these defaults later never changes a running engagement.
+
+Reference figures (DOMAIN.md, vendor report R2: Qwen3-Coder-480B-FP8, TP=8 on 8 × MI308X,
+vLLM 0.20.1, LMCache, long-context cold-resume workload, baseline = one local PCIe Gen4 NVMe):
+at concurrency 16 the local-NVMe baseline gives TTFT p50 17.31 s and 53.6 output tok/s.
+"""
+
+import hashlib
+import json
+
+R2_LOCAL_NVME_C16_TTFT_P50_S = 17.31
+R2_LOCAL_NVME_C16_OUTPUT_TOK_S = 53.6
+LINE_EFFICIENCY_MIN = 0.83  # DOMAIN.md G2/G3: "≥ 83 % line efficiency"
+BASELINE_TOLERANCE = 0.10  # DOMAIN.md G2: "within ±10 % of the reference figures"
+SOAK_SECONDS = 72 * 3600  # DOMAIN.md G4: "72 h continuous load"
+
+# The G2 serving benchmark: the long-context workload of RUNBOOK §3.4 at concurrency 16.
+G2_BENCH_PARAMS = {
+    "base_url": "http://127.0.0.1:8000",
+    "model": "qwen3-coder-480b-fp8",
+    "tokenizer": "/models/Qwen3-Coder-480B-A35B-Instruct-FP8",
+    "prefix_len": 30000,
+    "suffix_len": 512,
+    "num_prefixes": 64,
+    "output_len": 256,
+    "num_prompts": 256,
+    "concurrency": 16,
+    "seed": 1,
+}
+G2_FIO_PARAMS = {"runtime": 60, "ramp_time": 10, "numjobs": 8, "iodepth": 32, "ioengine": "libaio",
+                 "direct": True}
+
+
+def _criterion(key, description, metric, operator, unit, source, *, aggregation="each",
+               threshold=None, threshold_high=None, reference_value=None, tolerance=None,
+               label_filter=None, above_range_verdict="fail", blocking=True):
+    return {
+        "key": key, "description": description, "metric": metric, "operator": operator,
+        "unit": unit, "source": source, "aggregation": aggregation, "threshold": threshold,
+        "threshold_high": threshold_high, "reference_value": reference_value,
+        "tolerance": tolerance, "label_filter": label_filter or {},
+        "above_range_verdict": above_range_verdict, "blocking": blocking,
+    }
+
+
+DEFAULT_GATES = [
+    {
+        "code": "G1",
+        "name": "Arrival acceptance",
+        "due_week": 2,
+        "description": "Every BOM item delivered and checked; every array passes its self-test; "
+        "all 24 drives of each array recognised; SMART critical warnings = 0.",
+        "probe_plan": [
+            {"probe": "bom_checklist", "role": "service"},
+            {"probe": "nvme_inventory", "role": "array"},
+            {"probe": "nvme_self_test", "role": "array",
+             "for_each": {"metric": "drive_present", "label": "controller", "param": "device"}},
+            {"probe": "nvme_smart_log", "role": "array",
+             "for_each": {"metric": "drive_present", "label": "controller", "param": "device"}},
+        ],
+        "criteria": [
+            _criterion("bom-complete", "Every bill-of-materials item delivered and ticked",
+                       "bom_open_items", "<=", "1", "DOMAIN.md G1: BOM checklist ticked by the PM",
+                       aggregation="max", threshold=0),
+            _criterion("drive-count", "All drives of each array recognised", "drive_count", ">=",
+                       "1", "DOMAIN.md G1: all 24 drives of each array (FX100: 24 × 7.68 TB)",
+                       threshold=24),
+            _criterion("self-test", "No drive's newest self-test failed", "self_test_failures",
+                       "<=", "1", "DOMAIN.md G1: every array passes its self-test",
+                       aggregation="sum", threshold=0),
+            _criterion("critical-warning", "No SMART critical warning on any drive",
+                       "critical_warning", "<=", "1", "DOMAIN.md G1: SMART critical warnings = 0",
+                       aggregation="max", threshold=0),
+        ],
+    },
+    {
+        "code": "G2",
+        "name": "Single-node baseline",
+        "due_week": 4,
+        "description": "The single-node 8-accelerator inference baseline reproduced within ±10 % "
+        "of the reference figures; a single array under local load reaches ≥ 83 % line "
+        "efficiency.",
+        "probe_plan": [
+            {"probe": "link_speed", "role": "inference"},
+            {"probe": "fio_seqread", "role": "inference", "params": G2_FIO_PARAMS},
+            {"probe": "vllm_bench_serve", "role": "inference", "params": G2_BENCH_PARAMS},
+        ],
+        "criteria": [
+            _criterion("line-efficiency", "Sequential read reaches 83 % of the link's line rate",
+                       "line_efficiency", ">=", "ratio",
+                       "DOMAIN.md G2: ≥ 83 % line efficiency (100 GbE = 12.5 GB/s)",
+                       threshold=LINE_EFFICIENCY_MIN),
+            _criterion("fio-job-errors", "No fio job reported an error", "job_errors", "<=", "1",
+                       "RUNBOOK §3.2: a failed fio job cannot count", aggregation="sum",
+                       threshold=0),
+            _criterion("baseline-ttft", "TTFT p50 at concurrency 16 within ±10 % of R2",
+                       "ttft_p50", "within", "s",
+                       "R2 local NVMe, concurrency 16: TTFT p50 17.31 s",
+                       reference_value=R2_LOCAL_NVME_C16_TTFT_P50_S, tolerance=BASELINE_TOLERANCE,
+                       label_filter={"concurrency": "16"}),
+            _criterion("baseline-throughput",
+                       "Output throughput at concurrency 16 within ±10 % of R2",
+                       "output_throughput", "within", "tok/s",
+                       "R2 local NVMe, concurrency 16: 53.6 output tok/s",
+                       reference_value=R2_LOCAL_NVME_C16_OUTPUT_TOK_S,
+                       tolerance=BASELINE_TOLERANCE, label_filter={"concurrency": "16"}),
+            _criterion("bench-failed-requests", "No benchmark request failed", "failed_requests",
+                       "<=", "1", "RUNBOOK §3.4: failed requests void a baseline",
+                       aggregation="sum", threshold=0),
+        ],
+    },
+    {
+        "code": "G3",
+        "name": "Main joint test",
+        "due_week": 7,
+        "description": "Array as KV tier vs local NVMe: TTFT p50 reduction ≥ 25 % and output "
+        "throughput gain +29 % … +40 %; 8 nodes sharing one array approach the NIC limit.",
+        "probe_plan": [],
+        "criteria": [
+            _criterion("ttft-reduction", "TTFT p50 reduced by at least 25 % vs local NVMe",
+                       "ttft_reduction", ">=", "ratio", "DOMAIN.md G3; R2: −26 % … −32 %",
+                       threshold=0.25),
+            _criterion("throughput-gain", "Output throughput gain inside +29 % … +40 %",
+                       "throughput_gain", "between", "ratio",
+                       "R2: +29 % (c8) … +40 % (c16)", threshold=0.29, threshold_high=0.40,
+                       above_range_verdict="review"),
+            _criterion("readback-efficiency",
+                       "8 nodes sharing one array: aggregate read-back ≥ 83 % of line rate",
+                       "line_efficiency", ">=", "ratio", "DOMAIN.md G3; R1: one array serves 8 "
+                       "inference nodes", threshold=LINE_EFFICIENCY_MIN,
+                       label_filter={"scope": "aggregate"}),
+        ],
+    },
+    {
+        "code": "G4",
+        "name": "Stability and acceptance",
+        "due_week": 10,
+        "description": "72 h continuous load without interruption; single-drive and single-link "
+        "faults cause no service impact; a signed acceptance report is issued.",
+        "probe_plan": [],
+        "criteria": [
+            _criterion("soak-duration", "Continuous load held for 72 h", "soak_duration", ">=",
+                       "s", "DOMAIN.md G4: 72 h continuous load", aggregation="min",
+                       threshold=SOAK_SECONDS),
+            _criterion("fault-impact", "No failed request during any fault window",
+                       "failed_requests", "<=", "1",
+                       "DOMAIN.md G4: injected faults cause no service impact",
+                       aggregation="sum", threshold=0, label_filter={"window": "fault"}),
+            _criterion("correctness", "Correctness probes match the known-good answers",
+                       "probe_mismatches", "<=", "1", "RUNBOOK §5.2", aggregation="sum",
+                       threshold=0),
+        ],
+    },
+]
+
+
+def definition_sha256(definition: dict) -> str:
+    """sha256 of a gate definition in canonical JSON (sorted keys, no whitespace)."""
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,198 @@
+"""Gate evaluation: a pure function from criteria and measurements to verdicts.
+
+No database, no I/O: ``evaluate_criterion(spec, samples) -> Verdict`` and
+``gate_outcome(verdicts) -> str``. Derived figures (line efficiency) come from
+``derive_line_efficiency``. Verdicts: ``pass``, ``fail``, ``review`` (outside the reference
+range on the good side: a person must accept it or re-run), ``insufficient`` (not enough
+samples: the run produced no evidence to decide on, so it is an error, never a pass or a stop).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A measurement as evaluation sees it. ``id`` links a verdict back to its evidence."""
+
+    id: int
+    metric: str
+    value: float
+    unit: str
+    labels: dict[str, str] = field(default_factory=dict)
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class CriterionSpec:
+    """A criterion's data (see ``gates.models.Criterion`` for the meaning of each field)."""
+
+    key: str
+    metric: str
+    operator: str
+    unit: str
+    aggregation: str = "each"
+    threshold: float | None = None
+    threshold_high: float | None = None
+    reference_value: float | None = None
+    tolerance: float | None = None
+    label_filter: dict[str, str] = field(default_factory=dict)
+    above_range_verdict: str = "fail"
+    min_samples: int = 1
+    blocking: bool = True
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``measured`` is the figure judged (the worst sample for ``each``), ``deviation`` the
+    ratio measured ÷ reference − 1 for ``within`` criteria, ``sample_ids`` the evidence used."""
+
+    key: str
+    verdict: str
+    measured: float | None
+    explanation: str
+    sample_ids: tuple[int, ...] = ()
+    deviation: float | None = None
+    node: str = ""
+
+
+class CriterionError(ValueError):
+    """A criterion's data is inconsistent (e.g. ``between`` without a high threshold)."""
+
+
+def threshold_text(spec: CriterionSpec) -> str:
+    """The requirement in words a person reads: ``>= 24``, ``0.29 … 0.4``, ``17.31 s ± 10 %``."""
+    unit = "" if spec.unit in ("1", "ratio") else f" {spec.unit}"
+    if spec.operator in (">=", "<="):
+        return f"{spec.operator} {spec.threshold:g}{unit}"
+    if spec.operator == "between":
+        return f"{spec.threshold:g} … {spec.threshold_high:g}{unit}"
+    return f"{spec.reference_value:g}{unit} ± {spec.tolerance * 100:g} %"
+
+
+def _check(spec: CriterionSpec) -> None:
+    needs = {
+        ">=": ("threshold",),
+        "<=": ("threshold",),
+        "between": ("threshold", "threshold_high"),
+        "within": ("reference_value", "tolerance"),
+    }
+    if spec.operator not in needs:
+        raise CriterionError(f"criterion {spec.key}: unknown operator {spec.operator!r}")
+    missing = [name for name in needs[spec.operator] if getattr(spec, name) is None]
+    if missing:
+        raise CriterionError(f"criterion {spec.key}: operator {spec.operator} needs {missing}")
+    if spec.operator == "within" and not spec.reference_value:
+        raise CriterionError(f"criterion {spec.key}: reference value must be non-zero")
+
+
+def _judge(spec: CriterionSpec, value: float) -> tuple[str, float | None, float]:
+    """(verdict, deviation, margin) of one value; margin < 0 means failing, smaller is worse."""
+    if spec.operator == ">=":
+        margin = value - spec.threshold
+        return ("pass" if margin >= 0 else "fail"), None, margin
+    if spec.operator == "<=":
+        margin = spec.threshold - value
+        return ("pass" if margin >= 0 else "fail"), None, margin
+    if spec.operator == "between":
+        if value < spec.threshold:
+            return "fail", None, value - spec.threshold
+        if value > spec.threshold_high:
+            return spec.above_range_verdict, None, spec.threshold_high - value
+        return "pass", None, min(value - spec.threshold, spec.threshold_high - value)
+    deviation = value / spec.reference_value - 1
+    margin = spec.tolerance - abs(deviation)
+    # A rounding hair beyond the tolerance is still within it (0.1 vs 0.10000000000000009).
+    return ("pass" if margin >= -1e-12 else "fail"), deviation, margin
+
+
+def select(spec: CriterionSpec, samples: list[Sample]) -> list[Sample]:
+    """The samples of the criterion's metric whose labels match its label filter."""
+    return [
+        s for s in samples
+        if s.metric == spec.metric
+        and all(s.labels.get(k) == str(v) for k, v in spec.label_filter.items())
+    ]
+
+
+def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
+    """Judge one criterion on all the samples of a gate run (it selects its own)."""
+    _check(spec)
+    chosen = select(spec, samples)
+    wanted = f"{spec.metric}" + (f" {spec.label_filter}" if spec.label_filter else "")
+    if len(chosen) < spec.min_samples:
+        return Verdict(spec.key, "insufficient", None,
+                       f"no measurement of {wanted} (needs {spec.min_samples})")
+    units = {s.unit for s in chosen}
+    if units != {spec.unit}:
+        return Verdict(spec.key, "insufficient", None,
+                       f"{wanted} measured in {sorted(units)}, criterion is in {spec.unit}")
+    ids = tuple(s.id for s in chosen)
+    if spec.aggregation == "each":
+        judged = [(s, *_judge(spec, s.value)) for s in chosen]
+        worst = min(judged, key=lambda item: item[3])
+        sample, verdict, deviation, _ = worst
+        value, node = sample.value, sample.node
+        scope = f"worst of {len(chosen)}" if len(chosen) > 1 else "measured"
+    else:
+        values = [s.value for s in chosen]
+        value = {"min": min, "max": max, "sum": sum,
+                 "mean": lambda v: sum(v) / len(v)}[spec.aggregation](values)
+        verdict, deviation, _ = _judge(spec, value)
+        node = ""
+        scope = f"{spec.aggregation} of {len(chosen)}" if len(chosen) > 1 else "measured"
+    where = f" on {node}" if node else ""
+    explanation = f"{scope}{where}: {value:g} {spec.unit}; required {threshold_text(spec)}"
+    if deviation is not None:
+        explanation += f"; deviation {deviation * 100:+.1f} %"
+    return Verdict(spec.key, verdict, value, explanation, ids, deviation, node)
+
+
+def gate_outcome(verdicts: list[Verdict], blocking: dict[str, bool] | None = None) -> str:
+    """``passed`` when every blocking criterion passed; ``error`` when any lacks evidence;
+    ``stopped`` when any failed; else ``review``."""
+    blocking = blocking or {}
+    counted = [v for v in verdicts if blocking.get(v.key, True)]
+    kinds = {v.verdict for v in counted}
+    if "insufficient" in kinds:
+        return "error"
+    if "fail" in kinds:
+        return "stopped"
+    if "review" in kinds:
+        return "review"
+    return "passed"
+
+
+@dataclass(frozen=True)
+class DerivedSample:
+    metric: str
+    value: float
+    unit: str
+    labels: dict[str, str]
+    node: str
+    input_ids: tuple[int, ...]
+
+
+def derive_line_efficiency(samples: list[Sample]) -> list[DerivedSample]:
+    """line_efficiency = read_bandwidth ÷ link_speed per node (METRICS.md), both in B/s.
+
+    A node with bandwidth but no link speed (or the reverse) gets nothing, so the criterion sees
+    insufficient data rather than a guess.
+    """
+    by_node: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    for s in samples:
+        if s.metric in ("read_bandwidth", "link_speed"):
+            by_node[s.node][s.metric].append(s)
+    derived = []
+    for node, metrics in sorted(by_node.items()):
+        reads, links = metrics.get("read_bandwidth", []), metrics.get("link_speed", [])
+        if not reads or not links or len(links) != 1 or links[0].value <= 0:
+            continue
+        for read in reads:
+            derived.append(DerivedSample(
+                "line_efficiency", read.value / links[0].value, "ratio",
+                {**read.labels, **links[0].labels}, node, (read.id, links[0].id),
+            ))
+    return derived

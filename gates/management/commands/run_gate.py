@@ -1,0 +1,87 @@
+"""``manage.py run_gate ENGAGEMENT G1|G2``: the main job.
+
+Dispatches the gate's probes (Celery tasks over SSH), waits for the decision and prints the
+per-criterion table, the decision and ``report: PATH``. Exit status: 0 passed, 1 stopped,
+2 the run itself failed or was refused (no decision).
+"""
+
+import getpass
+import sys
+import time
+
+from django.core.management.base import BaseCommand
+
+from acceptance.models import Engagement
+from gates.services import GateRefused, gate_get
+from runners.models import GateRun
+from runners.services import gate_run_start
+from runners.templatetags.units import measurement_text
+
+EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
+
+
+class Command(BaseCommand):
+    help = "Run a gate's probes on the engagement's nodes and decide pass / stop."
+
+    def add_arguments(self, parser):
+        parser.add_argument("engagement", help="engagement name, e.g. lab-healthy")
+        parser.add_argument("gate", help="gate code: G1 or G2")
+        parser.add_argument("--timeout", type=float, default=6 * 3600,
+                            help="seconds to wait for the decision (default 6 h)")
+        parser.add_argument("--started-by", default=getpass.getuser(),
+                            help="who launched the run (recorded)")
+
+    def fail(self, message: str) -> None:
+        self.stderr.write(message)
+        sys.exit(EXIT_FAILED)
+
+    def handle(self, *args, engagement, gate, timeout, started_by, **options):
+        found = Engagement.objects.filter(name=engagement).first()
+        if found is None:
+            self.fail(f"error: no engagement named {engagement!r}")
+        try:
+            gate_obj = gate_get(engagement=found, code=gate)
+            gate_run = gate_run_start(gate=gate_obj, started_by=started_by)
+        except GateRefused as refusal:
+            self.fail(f"refused: {refusal}")
+        self.stdout.write(f"{found.name} {gate_obj.code} {gate_obj.name}: run #{gate_run.attempt} "
+                          f"dispatched to {gate_run.node_jobs.count()} node(s)")
+        deadline = time.monotonic() + timeout
+        while True:
+            gate_run.refresh_from_db()
+            if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED):
+                break
+            if time.monotonic() > deadline:
+                self.fail(f"error: no decision after {timeout:g} s; run #{gate_run.attempt} is "
+                          f"still {gate_run.state}")
+            time.sleep(0.5)
+        self.print_probe_runs(gate_run)
+        if gate_run.state == GateRun.State.FAILED:
+            self.fail(f"run failed (no decision): {gate_run.error}")
+        decision = gate_run.decision
+        self.print_table(decision)
+        self.stdout.write(f"decision: {decision.outcome.upper()}: {decision.sentence}")
+        report = decision.report
+        if report.simulated:
+            self.stdout.write("evidence: SIMULATED (lab stand-in tools), not customer hardware")
+        self.stdout.write(f"report: {report.path}")
+        sys.exit(EXIT_PASSED if decision.outcome == "passed" else EXIT_STOPPED)
+
+    def print_probe_runs(self, gate_run):
+        runs = gate_run.probe_runs.select_related("node")
+        failed = [r for r in runs if r.state == "failed"]
+        self.stdout.write(f"probe runs: {len(runs)} ({len(failed)} failed), "
+                          f"{sum(1 for r in runs if r.simulated)} simulated")
+
+    def print_table(self, decision):
+        rows = [("criterion", "requirement", "measured", "verdict", "source")]
+        for v in decision.verdicts.all():
+            snap = v.criterion_snapshot
+            measured = "—" if v.measured_value is None else measurement_text(v.measured_value,
+                                                                              v.unit)
+            rows.append((f"{snap['metric']}", snap["requirement"], measured, v.verdict.upper(),
+                         snap["source"]))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for row in rows:
+            cells = [row[i].ljust(widths[i]) for i in range(4)] + [row[4]]
+            self.stdout.write("  ".join(cells).rstrip())

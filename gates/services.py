@@ -1,0 +1,178 @@
+"""Workflows on engagements and gates: seeding, run order, decisions, re-opening.
+
+Keyword-only functions named ``<noun>_<verb>``. Evaluation itself is the pure
+``gates.evaluation``; this module feeds it from the database and records what it decided.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance.models import AuditEntry, Engagement, Organisation
+from gates import evaluation
+from gates.defaults import DEFAULT_GATES, definition_sha256
+from gates.models import Criterion, CriterionVerdict, Decision, Gate
+
+SERVICE_ACTOR = "acceptance service (automatic evaluation)"
+CRITERION_FIELDS = (
+    "metric", "label_filter", "aggregation", "operator", "threshold", "threshold_high",
+    "reference_value", "tolerance", "above_range_verdict", "unit", "min_samples", "blocking",
+)
+
+
+class GateRefused(Exception):
+    """A gate may not run now; the message says why and what would let it run."""
+
+
+def gates_seed(*, engagement: Engagement) -> list[Gate]:
+    """Copy the default gates G1–G4 and their criteria into ``engagement``."""
+    gates = []
+    for order, definition in enumerate(DEFAULT_GATES, start=1):
+        gate = Gate.objects.create(
+            engagement=engagement, code=definition["code"], name=definition["name"], order=order,
+            due_week=definition["due_week"], description=definition["description"],
+            probe_plan=definition["probe_plan"], defaults_sha256=definition_sha256(definition),
+        )
+        Criterion.objects.bulk_create(
+            Criterion(gate=gate, position=position, key=c["key"], description=c["description"],
+                      source=c["source"], **{f: c[f] for f in CRITERION_FIELDS if f in c})
+            for position, c in enumerate(definition["criteria"], start=1)
+        )
+        gates.append(gate)
+    return gates
+
+
+@transaction.atomic
+def engagement_create(*, name: str, customer: str, start_date: date, is_lab: bool = False,
+                      report_language: str = "en") -> Engagement:
+    """A new active engagement for ``customer`` (created if new) with G1–G4 seeded."""
+    organisation, _ = Organisation.objects.get_or_create(name=customer)
+    engagement = Engagement(name=name, customer=organisation, start_date=start_date,
+                            is_lab=is_lab, report_language=report_language)
+    engagement.full_clean()
+    engagement.save()
+    gates_seed(engagement=engagement)
+    return engagement
+
+
+def gate_get(*, engagement: Engagement, code: str) -> Gate:
+    try:
+        return engagement.gates.get(code=code.upper())
+    except Gate.DoesNotExist:
+        known = ", ".join(engagement.gates.values_list("code", flat=True))
+        raise GateRefused(
+            f"engagement {engagement.name} has no gate {code!r} (gates: {known})"
+        ) from None
+
+
+def gate_check_runnable(*, gate: Gate) -> None:
+    """Raise GateRefused unless ``gate`` may run now: engagement active, earlier gates passed,
+    a probe plan exists and no other run of it is in flight."""
+    engagement = gate.engagement
+    if engagement.state == Engagement.State.STOPPED:
+        raise GateRefused(
+            f"{gate.code} refused: engagement {engagement.name} is stopped. "
+            f"{engagement.stopped_reason} Gates after a stop do not run until a person re-opens "
+            f"the engagement with a reason (manage.py reopen_engagement {engagement.name} "
+            f"--reason '…')."
+        )
+    if engagement.state == Engagement.State.ACCEPTED:
+        raise GateRefused(f"{gate.code} refused: engagement {engagement.name} is already accepted.")
+    for earlier in gate.previous_gates():
+        if earlier.state != Gate.State.PASSED:
+            raise GateRefused(
+                f"{gate.code} refused: gates run in order and {earlier.code} "
+                f"({earlier.name}) has not passed (its state: {earlier.state})."
+            )
+    if not gate.probe_plan:
+        raise GateRefused(f"{gate.code} refused: this version has no probes for {gate.name} yet.")
+    if gate.runs.filter(state__in=["queued", "running", "evaluating"]).exists():
+        raise GateRefused(f"{gate.code} refused: a run of it is already in progress.")
+
+
+def criterion_spec(criterion: Criterion) -> evaluation.CriterionSpec:
+    return evaluation.CriterionSpec(
+        key=criterion.key, **{f: getattr(criterion, f) for f in CRITERION_FIELDS}
+    )
+
+
+def criterion_snapshot(criterion: Criterion) -> dict:
+    snapshot = {f: getattr(criterion, f) for f in CRITERION_FIELDS}
+    snapshot.update(key=criterion.key, description=criterion.description,
+                    source=criterion.source,
+                    requirement=evaluation.threshold_text(criterion_spec(criterion)))
+    return snapshot
+
+
+def _sentence(gate: Gate, outcome: str, verdicts: list[evaluation.Verdict],
+              criteria: dict[str, Criterion]) -> str:
+    title = f"{gate.code} {gate.name.lower()}"
+    if outcome == "passed":
+        return f"{title} passed: all {len(verdicts)} criteria met."
+    failing = [v for v in verdicts if v.verdict in ("fail", "review")]
+    parts = [
+        f"{criteria[v.key].metric} {evaluation.threshold_text(criterion_spec(criteria[v.key]))} "
+        f"measured {v.measured:g}" + (f" on {v.node}" if v.node else "")
+        for v in failing
+    ]
+    if outcome == "review":
+        return (f"{title} needs review: {'; '.join(parts)} is outside the reference range; a "
+                f"person must accept it with a reason or re-run.")
+    return (f"{title} stopped: {'; '.join(parts)}. The engagement stops here until a person "
+            f"re-opens it with a recorded reason.")
+
+
+@transaction.atomic
+def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
+                    criteria: list[Criterion], outcome: str) -> Decision:
+    """Record the decision with every verdict and its evidence; move gate and engagement."""
+    gate = gate_run.gate
+    by_key = {c.key: c for c in criteria}
+    decision = Decision.objects.create(
+        gate=gate, gate_run=gate_run, outcome=outcome,
+        sentence=_sentence(gate, outcome, verdicts, by_key),
+        decided_by=SERVICE_ACTOR, decided_at=timezone.now(),
+    )
+    for position, verdict in enumerate(verdicts, start=1):
+        criterion = by_key[verdict.key]
+        row = CriterionVerdict.objects.create(
+            decision=decision, criterion=criterion, position=position,
+            criterion_snapshot=criterion_snapshot(criterion), measured_value=verdict.measured,
+            unit=criterion.unit, verdict=verdict.verdict, explanation=verdict.explanation,
+        )
+        row.measurements.set(verdict.sample_ids)
+    gate.state = {"passed": Gate.State.PASSED, "stopped": Gate.State.STOPPED,
+                  "review": Gate.State.REVIEW}[outcome]
+    gate.save(update_fields=["state"])
+    engagement = gate.engagement
+    if outcome == "stopped":
+        engagement.state = Engagement.State.STOPPED
+        engagement.stopped_reason = decision.sentence
+        engagement.save(update_fields=["state", "stopped_reason"])
+    elif outcome == "passed" and not engagement.gates.filter(order__gt=gate.order).exists():
+        engagement.state = Engagement.State.ACCEPTED
+        engagement.save(update_fields=["state"])
+    return decision
+
+
+@transaction.atomic
+def engagement_reopen(*, engagement: Engagement, actor: str, reason: str) -> Engagement:
+    """Re-open a stopped engagement: its stopped gate goes back to pending, the reason is
+    recorded in the audit trail. ValueError if it is not stopped or the reason is blank."""
+    if not reason or not reason.strip():
+        raise ValueError("re-opening a stopped engagement needs a reason")
+    if engagement.state != Engagement.State.STOPPED:
+        raise ValueError(f"engagement {engagement.name} is {engagement.state}, not stopped")
+    stopped = list(engagement.gates.filter(state=Gate.State.STOPPED).values_list("code", flat=True))
+    engagement.gates.filter(state=Gate.State.STOPPED).update(state=Gate.State.PENDING)
+    AuditEntry.objects.create(
+        engagement=engagement, actor=actor, action="engagement re-opened", reason=reason.strip(),
+        details={"stopped_gates": stopped, "stopped_reason": engagement.stopped_reason},
+    )
+    engagement.state = Engagement.State.ACTIVE
+    engagement.stopped_reason = ""
+    engagement.save(update_fields=["state", "stopped_reason"])
+    return engagement

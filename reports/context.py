@@ -1,0 +1,110 @@
+"""What one gate report says, as plain frozen data.
+
+The report-context builder (reports/services.py) does the queries and the arithmetic and fills
+these dataclasses; the template and the PDF renderer only read them. Nothing here touches the ORM,
+so rendering and signing can be tested without a database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Literal
+
+Outcome = Literal["passed", "stopped", "error"]
+Verdict = Literal["pass", "fail", "insufficient", "review"]
+
+OUTCOMES: tuple[str, ...] = ("passed", "stopped", "error")
+VERDICTS: tuple[str, ...] = ("pass", "fail", "insufficient", "review")
+
+
+@dataclass(frozen=True)
+class CriterionRow:
+    """One criterion of the gate with what was measured against it."""
+
+    metric: str
+    description: str
+    operator_text: str  # ">= 24", "within ±10 % of 17.31 s"
+    measured_text: str  # "23", "0.88 (88 %)"
+    unit: str
+    reference_source: str  # "DOMAIN.md G1", "R2 local NVMe c16"
+    verdict: Verdict
+    explanation: str
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    """One probe run whose raw output backs the decision."""
+
+    node: str
+    probe: str
+    command: str
+    tool_version: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    exit_code: int | None
+    sha256: str
+    simulated: bool
+    state: str
+
+
+@dataclass(frozen=True)
+class BomRow:
+    """One bill-of-materials item and who ticked it off."""
+
+    item: str
+    ticked_by: str
+    ticked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One machine of the engagement's inventory."""
+
+    name: str
+    address: str
+    role: str
+    host_key_fingerprint: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateReportContext:
+    """Everything a gate report shows; the template adds no facts of its own."""
+
+    engagement_name: str
+    customer: str
+    vendor: str = "FX storage vendor"
+    gate_code: str
+    gate_name: str
+    due_date: date
+    engagement_start: date
+    decision_outcome: Outcome
+    decision_sentence: str
+    decided_at: datetime
+    decided_by: str
+    criteria: list[CriterionRow] = field(default_factory=list)
+    runs: list[EvidenceRow] = field(default_factory=list)
+    bom: list[BomRow] = field(default_factory=list)
+    nodes: list[NodeRow] = field(default_factory=list)
+    simulated: bool = False  # any evidence came from lab stand-in tools
+    imported: bool = False  # evidence was imported rather than run by the service
+    language: str = "en"
+
+    def __post_init__(self) -> None:
+        if self.decision_outcome not in OUTCOMES:
+            raise ValueError(
+                f"decision_outcome must be one of {OUTCOMES}, not {self.decision_outcome!r}"
+            )
+        if self.decided_at.tzinfo is None:
+            raise ValueError("decided_at must be an aware datetime")
+
+    @property
+    def html_lang(self) -> str:
+        """The `lang` attribute; WeasyPrint picks Simplified Chinese glyphs only for zh-CN."""
+        if self.language.lower() in ("zh-hans", "zh-cn", "zh"):
+            return "zh-CN"
+        return self.language or "en"

@@ -1,0 +1,402 @@
+"""Sign gate-report PDFs and check their signatures (pyHanko).
+
+Production configures a PKCS#12 signing identity and its trust roots in settings; without one,
+a development CA and signing certificate are made under SIGNING_DIR on first use. Every function
+also takes explicit paths so tests and tools can work in their own directories.
+
+pyHanko's synchronous API calls ``asyncio.run()``, which fails inside a running event loop
+(PLATFORM gotcha 10): such calls are moved to a worker thread here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from io import BytesIO
+from pathlib import Path
+from typing import TypeVar
+
+from asn1crypto import x509 as asn1_x509
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import NameOID
+
+DEV_CA_NAME = "Acceptance Service Development CA"
+DEV_SIGNER_NAME = "Acceptance Service (development)"
+SIGNATURE_FIELD = "AcceptanceSignature"
+
+CA_FILE = "ca.pem"
+P12_FILE = "signer.p12"
+PASS_FILE = "signer.pass"  # noqa: S105 - a file name, not a password
+
+_QUIET_LOGGERS = ("pyhanko", "pyhanko_certvalidator")
+
+T = TypeVar("T")
+
+
+class SigningSetupError(RuntimeError):
+    """The signing identity or the trust roots cannot be loaded."""
+
+
+# --- development signer -------------------------------------------------------------------
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` with mode 0600; fail rather than overwrite."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def _dir_lock(directory: Path) -> Iterator[None]:
+    # Two workers may reach first use together; only one may make the keys.
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Acceptance service (development)"),
+        ]
+    )
+
+
+def _make_dev_identity(passphrase: bytes) -> tuple[bytes, bytes]:
+    """A fresh development CA and a signing certificate it issued: (ca PEM, signer PKCS#12)."""
+    now = datetime.now(UTC)
+    not_before = now - timedelta(minutes=5)  # tolerate small clock differences between hosts
+
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    ca_name = _name(DEV_CA_NAME)
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(now + timedelta(days=5 * 365))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(DEV_SIGNER_NAME))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(now + timedelta(days=2 * 365))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=True,  # nonRepudiation
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    p12 = pkcs12.serialize_key_and_certificates(
+        name=DEV_SIGNER_NAME.encode(),
+        key=key,
+        cert=cert,
+        cas=[ca_cert],
+        encryption_algorithm=serialization.BestAvailableEncryption(passphrase),
+    )
+    return ca_cert.public_bytes(serialization.Encoding.PEM), p12
+
+
+def ensure_dev_signer(signing_dir: Path) -> tuple[Path, bytes]:
+    """Make the development CA and signer in ``signing_dir`` once; return (p12 path, passphrase).
+
+    Existing files are never overwritten: a half-made directory is reported, not repaired.
+    """
+    signing_dir = Path(signing_dir)
+    signing_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ca_path, p12_path, pass_path = (signing_dir / n for n in (CA_FILE, P12_FILE, PASS_FILE))
+    with _dir_lock(signing_dir):
+        present = [p for p in (ca_path, p12_path, pass_path) if p.exists()]
+        if len(present) == 3:
+            return p12_path, pass_path.read_bytes().strip()
+        if present:
+            names = ", ".join(p.name for p in present)
+            raise SigningSetupError(
+                f"{signing_dir} holds {names} but not the whole development signer "
+                f"({CA_FILE}, {P12_FILE}, {PASS_FILE}); move it aside to make a new one"
+            )
+        passphrase = secrets.token_urlsafe(32).encode()
+        ca_pem, p12 = _make_dev_identity(passphrase)
+        _write_new(ca_path, ca_pem)
+        _write_new(pass_path, passphrase)
+        _write_new(p12_path, p12)
+    return p12_path, passphrase
+
+
+# --- loading the signer and the trust roots ------------------------------------------------
+
+
+def _settings_value(name: str, default: object) -> object:
+    from django.conf import settings
+
+    return getattr(settings, name, default)
+
+
+def load_signer(
+    *,
+    pkcs12_path: Path | str | None = None,
+    passphrase: bytes | str | None = None,
+    signing_dir: Path | None = None,
+):
+    """The pyHanko ``SimpleSigner``: an explicit PKCS#12, else settings, else the dev signer."""
+    from pyhanko.sign import signers
+
+    if pkcs12_path is None:
+        configured = str(_settings_value("REPORT_SIGNING_PKCS12", "") or "")
+        if configured:
+            pkcs12_path = configured
+            passphrase = str(_settings_value("REPORT_SIGNING_PASSPHRASE", "") or "")
+        else:
+            dev_dir = signing_dir or Path(str(_settings_value("SIGNING_DIR", "")))
+            pkcs12_path, passphrase = ensure_dev_signer(dev_dir)
+    if isinstance(passphrase, str):
+        passphrase = passphrase.encode()
+    try:
+        data = Path(pkcs12_path).read_bytes()
+    except OSError as e:
+        raise SigningSetupError(f"cannot read signing key {pkcs12_path}: {e.strerror}") from e
+    try:
+        return signers.SimpleSigner.load_pkcs12_data(
+            data, other_certs=[], passphrase=passphrase or None
+        )
+    except ValueError as e:
+        raise SigningSetupError(
+            f"cannot load signing key {pkcs12_path}: wrong passphrase or not a PKCS#12 file"
+        ) from e
+
+
+def trust_roots(
+    *, paths: Sequence[Path | str] | None = None, signing_dir: Path | None = None
+) -> list[asn1_x509.Certificate]:
+    """Certificates a report signature must chain to: explicit paths, settings, or the dev CA."""
+    from pyhanko.keys import load_certs_from_pemder
+
+    if paths is None:
+        paths = list(_settings_value("REPORT_TRUST_ROOTS", []) or [])  # type: ignore[call-overload]
+    if not paths:
+        dev_dir = signing_dir or Path(str(_settings_value("SIGNING_DIR", "")))
+        ca_path = Path(dev_dir) / CA_FILE
+        # No development CA yet means nothing was signed by it: trust nothing.
+        paths = [ca_path] if ca_path.exists() else []
+    try:
+        return list(load_certs_from_pemder([str(p) for p in paths]))
+    except (OSError, ValueError) as e:
+        raise SigningSetupError(f"cannot load trust roots {list(map(str, paths))}: {e}") from e
+
+
+# --- signing and verifying -----------------------------------------------------------------
+
+
+def _call_sync(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+    """Call a pyHanko sync API; in a worker thread when this thread runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn(*args, **kwargs)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyhanko") as pool:
+        return pool.submit(fn, *args, **kwargs).result()
+
+
+@contextlib.contextmanager
+def _quiet_pyhanko() -> Iterator[None]:
+    # pyHanko logs a traceback at WARNING when no trust path can be built; for a verifier
+    # that is an expected answer, reported in the result instead.
+    loggers = [logging.getLogger(name) for name in _QUIET_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _sign(pdf: bytes, signer, reason: str, location: str) -> bytes:
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.sign import fields, signers
+
+    writer = IncrementalPdfFileWriter(BytesIO(pdf), strict=False)
+    meta = signers.PdfSignatureMetadata(
+        field_name=SIGNATURE_FIELD,
+        reason=reason,
+        location=location,
+        subfilter=fields.SigSeedSubFilter.PADES,
+        md_algorithm="sha256",
+    )
+    out = signers.sign_pdf(writer, meta, signer=signer)
+    return out.getvalue()
+
+
+def sign_pdf(
+    pdf: bytes,
+    *,
+    signer=None,
+    reason: str = "Gate decision",
+    location: str = "acceptance service",
+) -> bytes:
+    """``pdf`` with an invisible PAdES signature in the field "AcceptanceSignature" appended."""
+    if signer is None:
+        signer = load_signer()
+    return _call_sync(_sign, pdf, signer, reason, location)
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    """What a person needs to know about a report's signature."""
+
+    intact: bool  # the signed bytes are unchanged and the signature is cryptographically sound
+    trusted: bool  # the signer's certificate chains to one of the trust roots
+    valid: bool  # intact, trusted, and the signature covers the whole file
+    signer: str  # subject CN of the signing certificate, "" if none
+    signed_at: datetime | None  # as reported by the signer
+    summary: str  # one line for people
+    error: str = ""  # why not valid, "" when valid
+
+
+def _not_valid(reason: str, **known: object) -> VerificationResult:
+    fields_ = {"intact": False, "trusted": False, "signer": "", "signed_at": None} | known
+    return VerificationResult(valid=False, summary=reason, error=reason, **fields_)  # type: ignore[arg-type]
+
+
+def _common_name(cert: asn1_x509.Certificate) -> str:
+    name = cert.subject.native
+    return str(name.get("common_name") or cert.subject.human_friendly)
+
+
+def _validate(data: bytes, roots: list[asn1_x509.Certificate]) -> VerificationResult:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature
+    from pyhanko_certvalidator import ValidationContext
+
+    if not data.lstrip()[:5] == b"%PDF-":
+        return _not_valid("not a PDF file")
+    try:
+        reader = PdfFileReader(BytesIO(data), strict=False)
+        signatures = list(reader.embedded_signatures)
+    except Exception as e:
+        return _not_valid(f"cannot read the PDF: {e}")
+    if not signatures:
+        return _not_valid("the document carries no signature")
+    named = [s for s in signatures if s.field_name == SIGNATURE_FIELD]
+    embedded = (named or signatures)[-1]
+
+    context = ValidationContext(trust_roots=roots, allow_fetching=False)
+    try:
+        status = validate_pdf_signature(embedded, context)
+    except Exception as e:
+        return _not_valid(f"signature cannot be checked: {e}")
+
+    signer = _common_name(status.signing_cert)
+    signed_at = status.signer_reported_dt or embedded.self_reported_timestamp
+    intact = bool(status.intact and status.valid)
+    trusted = bool(status.trusted)
+    whole = status.coverage == SignatureCoverageLevel.ENTIRE_FILE
+    when = signed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if signed_at else "?"
+
+    problems = []
+    if not intact:
+        # pyHanko does not judge the chain of a broken signature: say only what is known.
+        problems.append("the document was changed after signing (signature does not match)")
+    elif not trusted:
+        indication = status.trust_problem_indic
+        why = f" ({indication.name.lower().replace('_', ' ')})" if indication else ""
+        problems.append(f"signer {signer!r} is not trusted by the configured roots{why}")
+    if not whole:
+        problems.append("the signature does not cover the whole document (content was added)")
+    if problems:
+        reason = "; ".join(problems)
+        return VerificationResult(
+            intact=intact,
+            trusted=trusted,
+            valid=False,
+            signer=signer,
+            signed_at=signed_at,
+            summary=reason,
+            error=reason,
+        )
+    return VerificationResult(
+        intact=True,
+        trusted=True,
+        valid=True,
+        signer=signer,
+        signed_at=signed_at,
+        summary=(
+            f"signature intact and trusted; signed by {signer} at {when}; covers whole document"
+        ),
+    )
+
+
+def verify_pdf(
+    data: bytes,
+    *,
+    roots: Sequence[asn1_x509.Certificate] | None = None,
+) -> VerificationResult:
+    """Check a report's signature against ``roots`` (default: ``trust_roots()``). Never raises."""
+    try:
+        root_list = list(roots) if roots is not None else trust_roots()
+    except SigningSetupError as e:
+        return _not_valid(str(e))
+    try:
+        with _quiet_pyhanko():
+            return _call_sync(_validate, data, root_list)
+    except Exception as e:  # a verifier answers; it does not crash on hostile input
+        return _not_valid(f"signature cannot be checked: {type(e).__name__}: {e}")

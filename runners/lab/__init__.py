@@ -1,0 +1,1 @@
+"""The lab: a real SSH node on loopback with stand-in hardware tools (simulated evidence)."""

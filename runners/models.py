@@ -1,0 +1,162 @@
+"""Probe runs and the measurements read from them: the evidence ledger.
+
+A ``GateRun`` is one attempt at a gate; it fans out as one ``NodeJob`` per node (a Celery task
+each), and each job records one ``ProbeRun`` per command with its raw output and sha256 *before*
+parsing. ``Measurement`` rows carry metric, value, unit and labels; derived figures (line
+efficiency, baseline deviation) are measurements too, linked to their inputs. G3 comparison arms
+and G4 soak samples are measurements with ``arm`` / ``sampled_at`` set, so they fit unchanged.
+"""
+
+from django.db import models
+
+from acceptance.models import Engagement, Node
+
+
+class GateRun(models.Model):
+    """One attempt at a gate. ``state`` moves queued → running → evaluating → done | failed.
+
+    ``failed`` means the run did not produce the evidence needed to decide (unreachable node,
+    timeout, unparseable output): never a pass, never a stop.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        EVALUATING = "evaluating"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Origin(models.TextChoices):
+        SSH = "ssh", "collected over SSH"
+        IMPORTED = "imported", "imported evidence bundle"
+
+    gate = models.ForeignKey("gates.Gate", on_delete=models.PROTECT, related_name="runs")
+    attempt = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.SSH)
+    started_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["gate", "attempt"], name="gate_run_attempt_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gate} run #{self.attempt}"
+
+    @property
+    def engagement(self) -> Engagement:
+        return self.gate.engagement
+
+
+class NodeJob(models.Model):
+    """The part of a gate run executed on one node, as one Celery task that claims it."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="node_jobs")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="jobs")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error_kind = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["gate_run", "node"], name="node_job_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gate_run} on {self.node.name}: {self.state}"
+
+
+class ProbeRun(models.Model):
+    """One command run for a probe, with its raw output stored before anything is parsed.
+
+    ``node`` is empty for evidence the service itself holds (the BOM checklist snapshot).
+    ``simulated`` is set when a lab stand-in tool produced the output; ``origin`` says whether it
+    came over SSH or in an imported bundle.
+    """
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        PARSED = "parsed"
+        FAILED = "failed"
+
+    class ErrorKind(models.TextChoices):
+        NONE = "", "none"
+        UNREACHABLE = "unreachable"
+        AUTHENTICATION = "authentication"
+        HOST_KEY = "host_key", "host key mismatch or unknown"
+        TIMEOUT = "timeout"
+        EXIT_STATUS = "exit_status", "non-zero exit status"
+        COMMAND_NOT_FOUND = "command_not_found", "command not found"
+        PARSE = "parse", "unparseable output"
+        PARAMETERS = "parameters", "invalid probe parameters"
+
+    gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="probe_runs")
+    node = models.ForeignKey(
+        Node, on_delete=models.PROTECT, null=True, blank=True, related_name="probe_runs"
+    )
+    probe = models.CharField(max_length=64)
+    parser = models.CharField(max_length=64)
+    parser_version = models.CharField(max_length=16)
+    command = models.TextField()
+    tool_version = models.CharField(max_length=200, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    stdout = models.BinaryField(default=b"")
+    stderr = models.BinaryField(default=b"")
+    stdout_sha256 = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    error_kind = models.CharField(max_length=32, choices=ErrorKind.choices, blank=True)
+    error = models.TextField(blank=True)
+    simulated = models.BooleanField(default=False)
+    origin = models.CharField(max_length=16, default=GateRun.Origin.SSH)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.probe} on {self.node.name if self.node else 'service'}"
+
+
+class Measurement(models.Model):
+    """One figure with its unit: read from a probe run, or derived from other measurements.
+
+    ``probe_run`` is set for read figures (node, command, tool version and raw-output hash come
+    from it); ``inputs`` for derived ones. ``arm`` names a G3 tier configuration, ``sampled_at``
+    places a G4 soak sample in its time series.
+    """
+
+    gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="measurements")
+    probe_run = models.ForeignKey(
+        ProbeRun, on_delete=models.CASCADE, null=True, blank=True, related_name="measurements"
+    )
+    node = models.ForeignKey(
+        Node, on_delete=models.PROTECT, null=True, blank=True, related_name="measurements"
+    )
+    metric = models.CharField(max_length=64)
+    value = models.FloatField()
+    unit = models.CharField(max_length=8)
+    labels = models.JSONField(default=dict)
+    arm = models.CharField(max_length=32, blank=True)
+    sampled_at = models.DateTimeField(null=True, blank=True)
+    derived = models.BooleanField(default=False)
+    inputs = models.ManyToManyField("self", symmetrical=False, related_name="derivations")
+
+    class Meta:
+        indexes = [models.Index(fields=["gate_run", "metric"])]
+
+    def __str__(self) -> str:
+        return f"{self.metric}={self.value:g} {self.unit} {self.labels}"

@@ -1,0 +1,41 @@
+"""Pure parsers: raw tool output (bytes) → measurements in the units of METRICS.md.
+
+One module per tool, each exposing ``TOOL``, ``PARSER_VERSION`` and
+``parse(raw: bytes) -> list[MeasurementData]``; the contract is in :mod:`runners.parsers.base`.
+:data:`PARSERS` is the explicit registry, keyed by the parser name stored with every raw output.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from runners.parsers import (
+    bom_checklist,
+    ethtool,
+    fio,
+    nvme_list,
+    nvme_self_test_log,
+    nvme_smart_log,
+    vllm_bench,
+)
+from runners.parsers.base import MeasurementData, ParseError
+
+PARSERS: dict[str, ModuleType] = {
+    "bom_checklist": bom_checklist,
+    "fio": fio,
+    "nvme_list": nvme_list,
+    "nvme_smart_log": nvme_smart_log,
+    "nvme_self_test_log": nvme_self_test_log,
+    "ethtool": ethtool,
+    "vllm_bench": vllm_bench,
+}
+
+__all__ = ["PARSERS", "MeasurementData", "ParseError", "parse_output"]
+
+
+def parse_output(tool: str, raw: bytes) -> list[MeasurementData]:
+    """Parse ``raw`` with the parser registered as ``tool``; ParseError for an unknown tool."""
+    parser = PARSERS.get(tool)
+    if parser is None:
+        raise ParseError(tool, 0, f"a known parser ({', '.join(sorted(PARSERS))})")
+    return parser.parse(raw)

@@ -1,0 +1,354 @@
+"""Running gates on nodes: dispatch, execution of probe runs over SSH, evidence, evaluation.
+
+Postgres (or SQLite) is the ledger, Celery the doorbell: ``gate_run_start`` writes the run and
+one ``NodeJob`` per node, then sends one task per job on commit. Each task claims its job with a
+conditional update (a duplicate delivery does nothing), runs the node's probes over one SSH
+connection, stores raw output and its sha256 before parsing, then the last job to finish
+triggers evaluation. Nothing that ran on a node is retried automatically: a re-run is a new
+``GateRun`` attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from acceptance.models import Engagement, Node
+from gates import evaluation
+from gates.models import Gate
+from gates.services import GateRefused, decision_record, gate_check_runnable
+from runners.lab.scenarios import SIMULATED_MARKER
+from runners.models import GateRun, Measurement, NodeJob, ProbeRun
+from runners.parsers import PARSERS, parse_output
+from runners.parsers.base import ParseError
+from runners.probes import Probe, ProbeParameterError, probe
+from runners.transport import SSHConnection, SSHTarget, TransportError
+
+logger = logging.getLogger(__name__)
+
+RESULT_ROOT = "/var/tmp/acctest"  # noqa: S108 (on the node, as RUNBOOK says); RUNBOOK §3.2/§3.4: per-run scratch directory on the node
+SERVICE_VERSION = "acceptance-service 0.1.0"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _bom_snapshot(engagement: Engagement) -> bytes:
+    items = [
+        {"position": i.position, "description": i.description, "quantity": i.quantity,
+         "ticked_by": i.ticked_by, "ticked_at": i.ticked_at.isoformat() if i.ticked_at else None}
+        for i in engagement.bom_items.all()
+    ]
+    return json.dumps({"engagement": engagement.name, "items": items}, indent=1).encode()
+
+
+def _service_probe_run(*, gate_run: GateRun, probe_name: str) -> None:
+    """Evidence the service holds itself (the BOM checklist), stored like any probe run."""
+    raw = _bom_snapshot(gate_run.engagement)
+    now = timezone.now()
+    run = ProbeRun.objects.create(
+        gate_run=gate_run, node=None, probe=probe_name, parser=probe_name,
+        parser_version=PARSERS[probe_name].PARSER_VERSION,
+        command="snapshot of the bill-of-materials checklist", tool_version=SERVICE_VERSION,
+        exit_code=0, stdout=raw, stdout_sha256=_sha256(raw), started_at=now, finished_at=now,
+    )
+    _parse_and_store(run, raw)
+
+
+def _roles_needed(gate: Gate) -> set[str]:
+    return {step["role"] for step in gate.probe_plan if step["role"] != "service"}
+
+
+@transaction.atomic
+def gate_run_start(*, gate: Gate, started_by: str) -> GateRun:
+    """Create a run of ``gate`` and dispatch one Celery task per node (on commit).
+
+    Raises GateRefused when the gate may not run (order, stopped engagement, missing nodes).
+    """
+    Gate.objects.select_for_update().get(pk=gate.pk)
+    gate.refresh_from_db()
+    gate_check_runnable(gate=gate)
+    engagement = gate.engagement
+    roles = _roles_needed(gate)
+    nodes = list(engagement.nodes.filter(role__in=roles).order_by("name"))
+    missing = roles - {n.role for n in nodes}
+    if missing:
+        raise GateRefused(
+            f"{gate.code} refused: engagement {engagement.name} has no node of role "
+            f"{', '.join(sorted(missing))} registered."
+        )
+    attempt = (gate.runs.aggregate(m=Max("attempt"))["m"] or 0) + 1
+    gate_run = GateRun.objects.create(gate=gate, attempt=attempt, started_by=started_by,
+                                      state=GateRun.State.RUNNING)
+    for step in gate.probe_plan:
+        if step["role"] == "service":
+            _service_probe_run(gate_run=gate_run, probe_name=step["probe"])
+    jobs = [NodeJob.objects.create(gate_run=gate_run, node=node) for node in nodes]
+
+    from runners.tasks import node_job_execute
+
+    def send() -> None:
+        for job in jobs:
+            node_job_execute.delay(node_job_id=job.id)
+
+    transaction.on_commit(send)
+    return gate_run
+
+
+def node_target(node: Node) -> SSHTarget:
+    credential = node.credential
+    return SSHTarget(
+        name=node.name, host=node.address, port=node.port, user=node.ssh_user,
+        host_key=node.host_key, private_key=credential.private_key(),
+        passphrase=credential.passphrase(), connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+    )
+
+
+@dataclass
+class _JobContext:
+    job: NodeJob
+    connection: SSHConnection
+    versions: dict[str, str]
+
+
+def _tool_version(ctx: _JobContext, spec: Probe) -> str:
+    key = " ".join(spec.version_argv)
+    if key not in ctx.versions:
+        try:
+            result = ctx.connection.run(spec.version_command(), timeout=30)
+            text = (result.stdout or result.stderr).decode(errors="replace").strip()
+            ctx.versions[key] = text.splitlines()[0][:200] if text else "unknown"
+        except TransportError as error:
+            ctx.versions[key] = f"unknown ({error.kind})"
+    return ctx.versions[key]
+
+
+def _parse_and_store(run: ProbeRun, raw: bytes) -> list[Measurement]:
+    try:
+        parsed = parse_output(run.parser, raw)
+    except ParseError as error:
+        run.state, run.error_kind, run.error = ProbeRun.State.FAILED, "parse", str(error)
+        run.save(update_fields=["state", "error_kind", "error"])
+        return []
+    rows = Measurement.objects.bulk_create(
+        Measurement(gate_run_id=run.gate_run_id, probe_run=run, node=run.node,
+                    metric=m.metric, value=m.value, unit=m.unit, labels=m.labels)
+        for m in parsed
+    )
+    run.state = ProbeRun.State.PARSED
+    run.save(update_fields=["state"])
+    return rows
+
+
+def _exit_error(exit_code: int | None, stderr: bytes) -> tuple[str, str]:
+    tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
+    detail = " | ".join(tail)
+    if exit_code == 127:
+        return "command_not_found", f"command not found on the node (exit 127): {detail}"
+    if exit_code in (124, 137):
+        return "timeout", f"stopped by the node-side timeout (exit {exit_code}): {detail}"
+    return "exit_status", f"exited with status {exit_code}: {detail}"
+
+
+def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict) -> ProbeRun:
+    """Run one probe on the job's node: store raw output and hash first, then parse."""
+    job = ctx.job
+    node = job.node
+    run = ProbeRun(gate_run=job.gate_run, node=node, probe=spec.name, parser=spec.parser,
+                   parser_version=PARSERS[spec.parser].PARSER_VERSION,
+                   started_at=timezone.now(), origin=GateRun.Origin.SSH)
+    try:
+        run.command = spec.command(values, sudo=node.use_sudo)
+    except ProbeParameterError as error:
+        run.state, run.error_kind, run.error = ProbeRun.State.FAILED, "parameters", str(error)
+        run.finished_at = run.started_at
+        run.save()
+        return run
+    run.tool_version = _tool_version(ctx, spec)
+    run.save()
+    try:
+        result = ctx.connection.run(run.command, timeout=spec.timeout_s + 15)
+    except TransportError as error:
+        run.state, run.error_kind, run.error = ProbeRun.State.FAILED, error.kind, str(error)
+        run.finished_at = timezone.now()
+        run.save(update_fields=["state", "error_kind", "error", "finished_at"])
+        raise
+    run.exit_code = result.exit_code
+    run.stdout, run.stderr = result.stdout, result.stderr
+    run.stdout_sha256 = _sha256(result.stdout)
+    run.finished_at = result.finished_at
+    run.simulated = SIMULATED_MARKER.encode() in result.stderr
+    if result.exit_code != 0:
+        run.state = ProbeRun.State.FAILED
+        run.error_kind, run.error = _exit_error(result.exit_code, result.stderr)
+    run.save(update_fields=["exit_code", "stdout", "stderr", "stdout_sha256", "finished_at",
+                            "simulated", "state", "error_kind", "error"])
+    if run.state != ProbeRun.State.FAILED:
+        _parse_and_store(run, result.stdout)
+    return run
+
+
+def _plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun) -> dict:
+    values = dict(step.get("params") or {})
+    for param, field in spec.node_params.items():
+        values[param] = getattr(node, field) or None
+    if "result_dir" in spec.params:
+        values["result_dir"] = f"{RESULT_ROOT}/gate-run-{gate_run.id}"
+    return values
+
+
+def _for_each_values(job: NodeJob, rule: dict) -> list[str]:
+    labels = Measurement.objects.filter(
+        gate_run=job.gate_run, node=job.node, metric=rule["metric"]
+    ).values_list("labels", flat=True)
+    return sorted({lab[rule["label"]] for lab in labels if rule["label"] in lab})
+
+
+def node_job_execute(*, node_job_id: int) -> None:
+    """Claim and run one node's part of a gate run; the last job to finish evaluates the gate."""
+    claimed = NodeJob.objects.filter(id=node_job_id, state=NodeJob.State.QUEUED).update(
+        state=NodeJob.State.RUNNING, started_at=timezone.now()
+    )
+    if not claimed:
+        logger.info("node job %s already claimed; duplicate delivery ignored", node_job_id)
+        return
+    job = NodeJob.objects.select_related("node__credential", "gate_run__gate").get(id=node_job_id)
+    gate_run = job.gate_run
+    steps = [s for s in gate_run.gate.probe_plan if s["role"] == job.node.role]
+    try:
+        with SSHConnection(node_target(job.node)) as connection:
+            ctx = _JobContext(job, connection, {})
+            for step in steps:
+                spec = probe(step["probe"])
+                values = _plan_values(step, spec, job.node, gate_run)
+                rule = step.get("for_each")
+                if rule:
+                    for item in _for_each_values(job, rule):
+                        probe_run_execute(ctx=ctx, spec=spec, values={**values,
+                                                                      rule["param"]: item})
+                else:
+                    probe_run_execute(ctx=ctx, spec=spec, values=values)
+        job.state = NodeJob.State.DONE
+    except TransportError as error:
+        job.state, job.error_kind, job.error = NodeJob.State.FAILED, error.kind, str(error)
+    except Exception as error:  # recorded, never swallowed silently: the run becomes an error
+        logger.exception("node job %s failed", node_job_id)
+        job.state, job.error_kind = NodeJob.State.FAILED, "internal"
+        job.error = f"{type(error).__name__}: {error}"
+    job.finished_at = timezone.now()
+    job.save(update_fields=["state", "error_kind", "error", "finished_at"])
+    gate_run_finish_if_complete(gate_run_id=gate_run.id)
+
+
+def gate_run_finish_if_complete(*, gate_run_id: int) -> None:
+    """When every node job is done, claim evaluation once and evaluate."""
+    if NodeJob.objects.filter(gate_run_id=gate_run_id,
+                              state__in=[NodeJob.State.QUEUED, NodeJob.State.RUNNING]).exists():
+        return
+    claimed = GateRun.objects.filter(id=gate_run_id, state=GateRun.State.RUNNING).update(
+        state=GateRun.State.EVALUATING
+    )
+    if claimed:
+        from runners.tasks import gate_run_evaluate
+
+        gate_run_evaluate.delay(gate_run_id=gate_run_id)
+
+
+def _evidence_errors(gate_run: GateRun) -> list[str]:
+    errors = [
+        f"{job.node.name}: {job.error_kind}: {job.error}"
+        for job in gate_run.node_jobs.select_related("node").filter(state=NodeJob.State.FAILED)
+    ]
+    for run in gate_run.probe_runs.select_related("node").filter(state=ProbeRun.State.FAILED):
+        where = run.node.name if run.node else "service"
+        message = f"{where}: {run.probe}: {run.error_kind}: {run.error}"
+        if not any(message in e for e in errors):
+            errors.append(message)
+    return errors
+
+
+def _fail(gate_run: GateRun, reason: str) -> GateRun:
+    gate_run.state, gate_run.error = GateRun.State.FAILED, reason
+    gate_run.finished_at = timezone.now()
+    gate_run.save(update_fields=["state", "error", "finished_at"])
+    return gate_run
+
+
+def _samples(gate_run: GateRun) -> list[evaluation.Sample]:
+    return [
+        evaluation.Sample(m.id, m.metric, m.value, m.unit, m.labels,
+                          m.node.name if m.node else "")
+        for m in gate_run.measurements.select_related("node")
+    ]
+
+
+@transaction.atomic
+def _store_derived(gate_run: GateRun, samples: list[evaluation.Sample]) -> None:
+    nodes = {n.name: n for n in gate_run.engagement.nodes.all()}
+    for d in evaluation.derive_line_efficiency(samples):
+        row = Measurement.objects.create(
+            gate_run=gate_run, node=nodes.get(d.node), metric=d.metric, value=d.value,
+            unit=d.unit, labels=d.labels, derived=True,
+        )
+        row.inputs.set(d.input_ids)
+
+
+@transaction.atomic
+def _store_deviations(gate_run: GateRun, criteria, verdicts) -> None:
+    """baseline_deviation (METRICS.md) for every ``within`` criterion, linked to its inputs."""
+    by_key = {c.key: c for c in criteria}
+    for v in verdicts:
+        if v.deviation is None:
+            continue
+        criterion = by_key[v.key]
+        row = Measurement.objects.create(
+            gate_run=gate_run, metric="baseline_deviation", value=v.deviation, unit="ratio",
+            labels={"figure": criterion.metric, **criterion.label_filter}, derived=True,
+        )
+        row.inputs.set(v.sample_ids)
+
+
+def gate_run_evaluate(*, gate_run_id: int) -> GateRun:
+    """Evaluate a finished run: any missing evidence makes it an error; else record the
+    decision and issue the signed report."""
+    from reports.services import report_issue
+
+    gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
+    errors = _evidence_errors(gate_run)
+    if errors:
+        return _fail(gate_run, "the run did not produce the evidence needed to decide:\n"
+                     + "\n".join(errors))
+    _store_derived(gate_run, _samples(gate_run))
+    criteria = list(gate_run.gate.criteria.all())
+    from gates.services import criterion_spec
+
+    specs = [criterion_spec(c) for c in criteria]
+    samples = _samples(gate_run)
+    verdicts = [evaluation.evaluate_criterion(spec, samples) for spec in specs]
+    outcome = evaluation.gate_outcome(verdicts, {s.key: s.blocking for s in specs})
+    if outcome == "error":
+        missing = [v.explanation for v in verdicts if v.verdict == "insufficient"]
+        return _fail(gate_run, "insufficient evidence: " + "; ".join(missing))
+    _store_deviations(gate_run, criteria, verdicts)
+    decision = decision_record(gate_run=gate_run, verdicts=verdicts, criteria=criteria,
+                               outcome=outcome)
+    try:
+        report_issue(decision=decision)
+    except Exception as error:
+        logger.exception("report for decision %s failed", decision.id)
+        return _fail(gate_run, f"decision recorded ({decision.outcome}) but the signed report "
+                               f"could not be issued: {type(error).__name__}: {error}")
+    gate_run.state, gate_run.finished_at = GateRun.State.DONE, timezone.now()
+    gate_run.save(update_fields=["state", "finished_at"])
+    return gate_run
+
+
+__all__ = ["GateRefused", "gate_run_start", "node_job_execute", "gate_run_evaluate"]

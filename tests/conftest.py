@@ -1,0 +1,37 @@
+"""Shared fixtures: private directories for lab servers, reports and signing keys; eager Celery.
+
+Lab servers are real OpenSSH daemons on 127.0.0.1 (runners.lab.server); every one a test starts
+is stopped when the test ends.
+"""
+
+import pytest
+
+from acceptance.celery import app as celery_app
+
+
+@pytest.fixture(scope="session")
+def signing_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("signing")
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(settings, tmp_path, signing_dir):
+    settings.LAB_DIR = tmp_path / "lab"
+    settings.REPORTS_DIR = tmp_path / "reports"
+    settings.SIGNING_DIR = signing_dir
+    celery_app.conf.task_always_eager = True
+    yield
+    from runners.lab.services import lab_down
+
+    lab_down()
+
+
+@pytest.fixture
+def lab(transactional_db):
+    """``lab(scenario, **overrides) -> (engagement, server)``: a lab engagement on a real sshd."""
+    from runners.lab.services import lab_up
+
+    def start(scenario: str, **overrides):
+        return lab_up(scenario_name=scenario, overrides=overrides or None)
+
+    return start
