@@ -63,7 +63,8 @@ class Criterion(models.Model):
     ``operator``: ``>=`` / ``<=`` against ``threshold``; ``between`` ``threshold`` …
     ``threshold_high`` (below fails; above gives ``above_range_verdict``); ``within``
     ±``tolerance`` (a ratio) of ``reference_value``. ``aggregation`` says how several samples
-    (nodes, drives) combine; ``each`` requires every sample to meet the criterion. ``source`` says where the figure comes from.
+    (nodes, drives) combine; ``each`` requires every sample to meet the criterion. ``source``
+    says where the figure comes from.
     """
 
     class Operator(models.TextChoices):
