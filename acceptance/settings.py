@@ -93,8 +93,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 # Celery: the embedded default runs tasks in-process; a broker URL makes them real.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_ALWAYS_EAGER = not env.str("CELERY_BROKER_URL", default="")
+# In-process mode never touches a broker; "memory://localhost/" keeps kombu from guessing one.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_IGNORE_RESULT = True

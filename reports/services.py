@@ -18,7 +18,15 @@ from reports.models import Report
 from reports.render import render_gate_report_pdf
 from reports.signing import sign_pdf, verify_pdf
 from runners.models import GateRun
+from runners.probes import PROBES
 from runners.templatetags.units import measurement_text
+
+
+def _display_command(run) -> str:
+    """The command as a person reads it (scripted probes summarised; the full command stays
+    stored with the run and is covered by the machine-readable record)."""
+    spec = PROBES.get(run.probe)
+    return spec.display(run.parameters, run.command) if spec else run.command
 
 
 def report_context(decision: Decision) -> GateReportContext:
@@ -40,7 +48,8 @@ def report_context(decision: Decision) -> GateReportContext:
     ]
     runs = [
         EvidenceRow(
-            node=run.node.name if run.node else "service", probe=run.probe, command=run.command,
+            node=run.node.name if run.node else "service", probe=run.probe,
+            command=_display_command(run),
             tool_version=run.tool_version, started_at=run.started_at,
             finished_at=run.finished_at, exit_code=run.exit_code, sha256=run.stdout_sha256,
             simulated=run.simulated, state=run.state,

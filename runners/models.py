@@ -111,6 +111,7 @@ class ProbeRun(models.Model):
     parser = models.CharField(max_length=64)
     parser_version = models.CharField(max_length=16)
     command = models.TextField()
+    parameters = models.JSONField(default=dict, blank=True)
     tool_version = models.CharField(max_length=200, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     stdout = models.BinaryField(default=b"")

@@ -79,6 +79,8 @@ class Probe:
     argv: Callable[[dict[str, Any]], list[str]]
     description: str = ""
     node_params: Mapping[str, str] = field(default_factory=dict)  # param name -> Node field
+    # A short form for people (reports) where the command wraps a script; None: the command.
+    summary: Callable[[dict[str, Any]], str] | None = None
 
     def clean(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Validate ``values`` against the declared parameters (unknown names refused)."""
@@ -94,6 +96,15 @@ class Probe:
         wrapped = [*prefix, "timeout", f"--kill-after={KILL_AFTER_S}", f"{int(self.timeout_s)}",
                    "env", "LC_ALL=C", *argv]
         return shlex.join(wrapped)
+
+    def display(self, values: Mapping[str, Any], command: str) -> str:
+        """What a person reads for this run: the summary of a scripted probe, else ``command``."""
+        if self.summary is None:
+            return command
+        try:
+            return self.summary(self.clean(values))
+        except ProbeParameterError:
+            return command
 
     def version_command(self) -> str:
         return shlex.join(["timeout", "10", *self.version_argv])
@@ -173,6 +184,11 @@ PROBES: dict[str, Probe] = {
             {"device": DEVICE, "poll_interval": Param(int, 10, 1, 60),
              "max_polls": Param(int, 60, 1, 360)},
             _self_test_argv, "short device self-test, started then polled (RUNBOOK §2.3)",
+            summary=lambda p: (
+                f"nvme device-self-test {p['device']} -n 0xffffffff -s 1; then "
+                f"nvme self-test-log {p['device']} -o json every {p['poll_interval']} s until "
+                f"no test runs (at most {p['max_polls']} polls)"
+            ),
         ),
         Probe(
             "nvme_smart_log", "array", "nvme_smart_log", ("nvme", "version"), 60,
@@ -205,6 +221,10 @@ PROBES: dict[str, Probe] = {
              "concurrency": Param(int, 16, 1, 4096), "seed": Param(int, 1, 0, 2**31),
              "result_dir": PATH},
             _bench_argv, "serving benchmark against the engine (RUNBOOK §3.4)",
+            summary=lambda p: shlex.join(["vllm", "bench", "serve", *_bench_argv(p)[6:],
+                                          "--save-result", "--result-dir", p["result_dir"],
+                                          "--result-filename", _bench_argv(p)[5]])
+            + "; then the result file is printed",
         ),
     ]
 }

@@ -163,7 +163,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict) -> ProbeRu
     job = ctx.job
     node = job.node
     run = ProbeRun(gate_run=job.gate_run, node=node, probe=spec.name, parser=spec.parser,
-                   parser_version=PARSERS[spec.parser].PARSER_VERSION,
+                   parser_version=PARSERS[spec.parser].PARSER_VERSION, parameters=dict(values),
                    started_at=timezone.now(), origin=GateRun.Origin.SSH)
     try:
         run.command = spec.command(values, sudo=node.use_sudo)
