@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -33,6 +34,7 @@ from runners.transport import SSHConnection, SSHTarget, TransportError
 
 logger = logging.getLogger(__name__)
 
+_VERSION_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tool-version")
 RESULT_ROOT = "/var/tmp/acctest"  # noqa: S108 (on the node, as RUNBOOK says); RUNBOOK §3.2/§3.4: per-run scratch directory on the node
 SERVICE_VERSION = "acceptance-service 0.1.0"
 
@@ -116,18 +118,25 @@ def node_target(node: Node) -> SSHTarget:
 class _JobContext:
     job: NodeJob
     connection: SSHConnection
-    versions: dict[str, str]
+    versions: dict[str, Future]
 
 
-def _tool_version(ctx: _JobContext, spec: Probe) -> str:
+def _version_of(connection: SSHConnection, command: str) -> str:
+    try:
+        result = connection.run(command, timeout=30)
+    except TransportError as error:
+        return f"unknown ({error.kind})"
+    text = (result.stdout or result.stderr).decode(errors="replace").strip()
+    return text.splitlines()[0][:200] if text else "unknown"
+
+
+def _tool_version(ctx: _JobContext, spec: Probe) -> Future:
+    """The tool's version, asked once per node and job on a second channel of the same
+    connection, concurrently with the probe's own command (so it costs no extra round trip)."""
     key = " ".join(spec.version_argv)
     if key not in ctx.versions:
-        try:
-            result = ctx.connection.run(spec.version_command(), timeout=30)
-            text = (result.stdout or result.stderr).decode(errors="replace").strip()
-            ctx.versions[key] = text.splitlines()[0][:200] if text else "unknown"
-        except TransportError as error:
-            ctx.versions[key] = f"unknown ({error.kind})"
+        ctx.versions[key] = _VERSION_POOL.submit(_version_of, ctx.connection,
+                                                 spec.version_command())
     return ctx.versions[key]
 
 
@@ -172,15 +181,17 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict) -> ProbeRu
         run.finished_at = run.started_at
         run.save()
         return run
-    run.tool_version = _tool_version(ctx, spec)
+    version = _tool_version(ctx, spec)
     run.save()
     try:
         result = ctx.connection.run(run.command, timeout=spec.timeout_s + 15)
     except TransportError as error:
         run.state, run.error_kind, run.error = ProbeRun.State.FAILED, error.kind, str(error)
         run.finished_at = timezone.now()
-        run.save(update_fields=["state", "error_kind", "error", "finished_at"])
+        run.tool_version = version.result()
+        run.save(update_fields=["state", "error_kind", "error", "finished_at", "tool_version"])
         raise
+    run.tool_version = version.result()
     run.exit_code = result.exit_code
     run.stdout, run.stderr = result.stdout, result.stderr
     run.stdout_sha256 = _sha256(result.stdout)
@@ -190,7 +201,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict) -> ProbeRu
         run.state = ProbeRun.State.FAILED
         run.error_kind, run.error = _exit_error(result.exit_code, result.stderr)
     run.save(update_fields=["exit_code", "stdout", "stderr", "stdout_sha256", "finished_at",
-                            "simulated", "state", "error_kind", "error"])
+                            "simulated", "state", "error_kind", "error", "tool_version"])
     if run.state != ProbeRun.State.FAILED:
         _parse_and_store(run, result.stdout)
     return run
