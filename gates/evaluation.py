@@ -144,7 +144,8 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
         node = ""
         scope = f"{spec.aggregation} of {len(chosen)}" if len(chosen) > 1 else "measured"
     where = f" on {node}" if node else ""
-    explanation = f"{scope}{where}: {value:g} {spec.unit}; required {threshold_text(spec)}"
+    unit = "" if spec.unit in ("1", "ratio") else f" {spec.unit}"
+    explanation = f"{scope}{where}: {value:g}{unit}; required {threshold_text(spec)}"
     if deviation is not None:
         explanation += f"; deviation {deviation * 100:+.1f} %"
     return Verdict(spec.key, verdict, value, explanation, ids, deviation, node)

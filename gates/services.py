@@ -15,6 +15,7 @@ from acceptance.models import AuditEntry, Engagement, Organisation
 from gates import evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
+from runners.templatetags.units import measurement_text
 
 SERVICE_ACTOR = "acceptance service (automatic evaluation)"
 CRITERION_FIELDS = (
@@ -74,23 +75,22 @@ def gate_check_runnable(*, gate: Gate) -> None:
     engagement = gate.engagement
     if engagement.state == Engagement.State.STOPPED:
         raise GateRefused(
-            f"{gate.code} refused: engagement {engagement.name} is stopped. "
-            f"{engagement.stopped_reason} Gates after a stop do not run until a person re-opens "
-            f"the engagement with a reason (manage.py reopen_engagement {engagement.name} "
-            f"--reason '…')."
+            f"{gate.code}: engagement {engagement.name} is stopped ({engagement.stopped_reason}) "
+            f"Gates after a stop do not run until a person re-opens the engagement with a reason "
+            f"(manage.py reopen_engagement {engagement.name} --reason '…')."
         )
     if engagement.state == Engagement.State.ACCEPTED:
-        raise GateRefused(f"{gate.code} refused: engagement {engagement.name} is already accepted.")
+        raise GateRefused(f"{gate.code}: engagement {engagement.name} is already accepted.")
     for earlier in gate.previous_gates():
         if earlier.state != Gate.State.PASSED:
             raise GateRefused(
-                f"{gate.code} refused: gates run in order and {earlier.code} "
+                f"{gate.code}: gates run in order and {earlier.code} "
                 f"({earlier.name}) has not passed (its state: {earlier.state})."
             )
     if not gate.probe_plan:
-        raise GateRefused(f"{gate.code} refused: this version has no probes for {gate.name} yet.")
+        raise GateRefused(f"{gate.code}: this version has no probes for {gate.name} yet.")
     if gate.runs.filter(state__in=["queued", "running", "evaluating"]).exists():
-        raise GateRefused(f"{gate.code} refused: a run of it is already in progress.")
+        raise GateRefused(f"{gate.code}: a run of it is already in progress.")
 
 
 def criterion_spec(criterion: Criterion) -> evaluation.CriterionSpec:
@@ -107,17 +107,22 @@ def criterion_snapshot(criterion: Criterion) -> dict:
     return snapshot
 
 
-def _sentence(gate: Gate, outcome: str, verdicts: list[evaluation.Verdict],
-              criteria: dict[str, Criterion]) -> str:
-    title = f"{gate.code} {gate.name.lower()}"
-    if outcome == "passed":
-        return f"{title} passed: all {len(verdicts)} criteria met."
+def _failing_parts(verdicts: list[evaluation.Verdict],
+                   criteria: dict[str, Criterion]) -> list[str]:
     failing = [v for v in verdicts if v.verdict in ("fail", "review")]
     parts = [
         f"{criteria[v.key].metric} {evaluation.threshold_text(criterion_spec(criteria[v.key]))} "
-        f"measured {v.measured:g}" + (f" on {v.node}" if v.node else "")
+        f"measured {measurement_text(v.measured, criteria[v.key].unit)}"
+        + (f" on {v.node}" if v.node else "")
         for v in failing
     ]
+    return parts
+
+
+def _sentence(gate: Gate, outcome: str, parts: list[str], count: int) -> str:
+    title = f"{gate.code} {gate.name.lower()}"
+    if outcome == "passed":
+        return f"{title} passed: all {count} criteria met."
     if outcome == "review":
         return (f"{title} needs review: {'; '.join(parts)} is outside the reference range; a "
                 f"person must accept it with a reason or re-run.")
@@ -131,9 +136,10 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
     """Record the decision with every verdict and its evidence; move gate and engagement."""
     gate = gate_run.gate
     by_key = {c.key: c for c in criteria}
+    parts = _failing_parts(verdicts, by_key)
     decision = Decision.objects.create(
         gate=gate, gate_run=gate_run, outcome=outcome,
-        sentence=_sentence(gate, outcome, verdicts, by_key),
+        sentence=_sentence(gate, outcome, parts, len(verdicts)),
         decided_by=SERVICE_ACTOR, decided_at=timezone.now(),
     )
     for position, verdict in enumerate(verdicts, start=1):
@@ -150,7 +156,9 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
     engagement = gate.engagement
     if outcome == "stopped":
         engagement.state = Engagement.State.STOPPED
-        engagement.stopped_reason = decision.sentence
+        engagement.stopped_reason = (
+            f"{gate.code} stopped on {decision.decided_at:%Y-%m-%d}: {'; '.join(parts)}"
+        )
         engagement.save(update_fields=["state", "stopped_reason"])
     elif outcome == "passed" and not engagement.gates.filter(order__gt=gate.order).exists():
         engagement.state = Engagement.State.ACCEPTED

@@ -84,7 +84,7 @@ def gate_run_start(*, gate: Gate, started_by: str) -> GateRun:
     missing = roles - {n.role for n in nodes}
     if missing:
         raise GateRefused(
-            f"{gate.code} refused: engagement {engagement.name} has no node of role "
+            f"{gate.code}: engagement {engagement.name} has no node of role "
             f"{', '.join(sorted(missing))} registered."
         )
     attempt = (gate.runs.aggregate(m=Max("attempt"))["m"] or 0) + 1

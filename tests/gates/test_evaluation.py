@@ -22,7 +22,7 @@ def test_it_passes_at_least_on_the_threshold_and_fails_below():
     assert evaluate_criterion(spec, [sample(1, "drive_count", 24)]).verdict == "pass"
     verdict = evaluate_criterion(spec, [sample(1, "drive_count", 23)])
     assert (verdict.verdict, verdict.measured, verdict.sample_ids) == ("fail", 23, (1,))
-    assert "23 1; required >= 24" in verdict.explanation
+    assert verdict.explanation == "measured on n1: 23; required >= 24"
 
 
 def test_it_judges_each_sample_and_reports_the_worst_node():

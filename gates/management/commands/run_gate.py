@@ -70,8 +70,8 @@ class Command(BaseCommand):
     def print_probe_runs(self, gate_run):
         runs = gate_run.probe_runs.select_related("node")
         failed = [r for r in runs if r.state == "failed"]
-        self.stdout.write(f"probe runs: {len(runs)} ({len(failed)} failed), "
-                          f"{sum(1 for r in runs if r.simulated)} simulated")
+        self.stdout.write(f"evidence runs: {len(runs)} ({len(failed)} failed, "
+                          f"{sum(1 for r in runs if r.simulated)} simulated by lab stand-ins)")
 
     def print_table(self, decision):
         rows = [("criterion", "requirement", "measured", "verdict", "source")]
