@@ -16,6 +16,7 @@ from reports.context import CriterionRow, EvidenceRow, GateReportContext
 TEMPLATE = "reports/gate_report.html"
 
 SIMULATED_MARK = "SIMULATED EVIDENCE — lab stand-in tools, not customer hardware"
+IMPORTED_MARK = "IMPORTED EVIDENCE — collected by the customer's script, not by the service"
 
 OUTCOME_WORDS = {"passed": "PASSED", "stopped": "STOPPED", "error": "ERROR"}
 VERDICT_WORDS = {
@@ -158,6 +159,10 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
         "runs": [_run(i, row) for i, row in enumerate(ctx.runs, start=1)],
         "simulated_runs": sum(1 for row in ctx.runs if row.simulated),
         "simulated_mark": SIMULATED_MARK,
+        "page_mark": " · ".join(
+            mark for mark, present in ((SIMULATED_MARK, ctx.simulated),
+                                       (IMPORTED_MARK, ctx.imported)) if present
+        ),
     }
 
 

@@ -124,6 +124,8 @@ class ProbeRun(models.Model):
     error = models.TextField(blank=True)
     simulated = models.BooleanField(default=False)
     origin = models.CharField(max_length=16, default=GateRun.Origin.SSH)
+    host = models.CharField(max_length=253, blank=True,
+                            help_text="host name the node reported (imported bundles)")
 
     class Meta:
         ordering = ["started_at", "id"]

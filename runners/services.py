@@ -207,12 +207,13 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict) -> ProbeRu
     return run
 
 
-def _plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun) -> dict:
+def _plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun | None) -> dict:
     values = dict(step.get("params") or {})
     for param, field in spec.node_params.items():
         values[param] = getattr(node, field) or None
-    if "result_dir" in spec.params:
-        values["result_dir"] = f"{RESULT_ROOT}/gate-run-{gate_run.id}"
+    if "result_dir" in spec.params:  # per run over SSH; one fixed place for collection scripts
+        run_dir = f"gate-run-{gate_run.id}" if gate_run else "collected"
+        values["result_dir"] = f"{RESULT_ROOT}/{run_dir}"
     return values
 
 

@@ -45,7 +45,8 @@ class Command(BaseCommand):
         except GateRefused as refusal:
             self.fail(f"refused: {refusal}")
         self.stdout.write(f"{found.name} {gate_obj.code} {gate_obj.name}: run #{gate_run.attempt} "
-                          f"dispatched to {gate_run.node_jobs.count()} node(s)")
+                          f"(gate run id {gate_run.id}) dispatched to "
+                          f"{gate_run.node_jobs.count()} node(s)")
         deadline = time.monotonic() + timeout
         while True:
             gate_run.refresh_from_db()
@@ -55,6 +56,10 @@ class Command(BaseCommand):
                 self.fail(f"error: no decision after {timeout:g} s; run #{gate_run.attempt} is "
                           f"still {gate_run.state}")
             time.sleep(0.5)
+        self.finish(gate_run)
+
+    def finish(self, gate_run) -> None:
+        """Print what was decided (or why nothing was) and exit with the documented status."""
         self.print_probe_runs(gate_run)
         if gate_run.state == GateRun.State.FAILED:
             self.fail(f"run failed (no decision): {gate_run.error}")
@@ -64,6 +69,8 @@ class Command(BaseCommand):
         report = decision.report
         if report.simulated:
             self.stdout.write("evidence: SIMULATED (lab stand-in tools), not customer hardware")
+        if gate_run.origin == GateRun.Origin.IMPORTED:
+            self.stdout.write("evidence: IMPORTED from collection bundles (not run by the service)")
         self.stdout.write(f"report: {report.path}")
         sys.exit(EXIT_PASSED if decision.outcome == "passed" else EXIT_STOPPED)
 
