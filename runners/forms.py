@@ -24,4 +24,4 @@ class BundleField(forms.FileField):
 
 class EvidenceUploadForm(forms.Form):
     bundles = BundleField(widget=MultipleFileInput(attrs={"accept": ".tar.gz,.tgz"}),
-                          help_text="one bundle per node, as written by the collection script")
+                          help_text="One bundle per node, as written by the collection script")

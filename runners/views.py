@@ -49,7 +49,7 @@ def gate_evidence(request, name: str, code: str):
                     messages.error(request, f"Imported run #{gate_run.attempt} gave no "
                                             f"decision: {gate_run.error}")
                 return redirect("gate-evidence", name=name, code=gate.code)
-    runs = gate.runs.order_by("-attempt")[:10]
+    runs = gate.runs.select_related("decision").order_by("-attempt")[:10]
     return render(request, "runners/gate_evidence.html",
                   {"gate": gate, "nodes": nodes, "form": form, "runs": runs})
 
