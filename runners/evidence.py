@@ -31,6 +31,7 @@ from runners import services
 from runners.lab.scenarios import SIMULATED_MARKER
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.parsers import PARSERS
+from runners.plans import node_steps
 from runners.probes import Probe, ProbeParameterError, probe
 
 FORMAT = "acceptance-evidence/1"
@@ -49,13 +50,12 @@ class EvidenceRefused(Exception):
 
 def _steps(gate: Gate, node: Node) -> list[dict]:
     steps = []
-    for step in gate.probe_plan:
-        if step["role"] != node.role:
-            continue
+    for step in node_steps(gate, node):
         spec = probe(step["probe"])
         values = services._plan_values(step, spec, node, None)
-        entry = {"probe": spec.name, "parser": spec.parser, "timeout": spec.timeout_s + 15,
-                 "version_command": spec.version_command()}
+        entry = {"step": len(steps), "probe": spec.name, "parser": spec.parser,
+                 "timeout": spec.timeout_s + 15, "version_command": spec.version_command(),
+                 "labels": step.get("labels") or {}, "arm": step.get("arm", "")}
         rule = step.get("for_each")
         if rule:
             placeholder = PLACEHOLDERS[rule["param"]]
@@ -158,13 +158,14 @@ def _check_bundle(bundle: _Bundle, gate: Gate) -> None:
     runs = m.get("runs")
     if not isinstance(runs, list) or not runs:
         raise refuse("the manifest lists no runs")
-    steps = {s["probe"]: s for s in _steps(gate, node)}
+    steps = _steps(gate, node)
     referenced = {"manifest.json"}
     for run in runs:
         label = f"run {run.get('index')!r} ({run.get('probe')!r})"
-        step = steps.get(run.get("probe"))
-        if step is None:
-            raise refuse(f"{label}: {gate.code} has no such probe on a {node.role} node")
+        index = run.get("step")
+        step = steps[index] if isinstance(index, int) and 0 <= index < len(steps) else None
+        if step is None or step["probe"] != run.get("probe"):
+            raise refuse(f"{label}: {gate.code} has no such step on a {node.role} node")
         spec: Probe = probe(step["probe"])
         parameters = dict(run.get("parameters") or {})
         rule = step.get("for_each")
@@ -195,9 +196,10 @@ def _check_bundle(bundle: _Bundle, gate: Gate) -> None:
     extra = set(bundle.files) - referenced
     if extra:
         raise refuse(f"files not listed in the manifest: {sorted(extra)}")
-    missing = {p for p, s in steps.items() if not s.get("for_each")} - {r["probe"] for r in runs}
+    ran = {r.get("step") for r in runs}
+    missing = [s["probe"] for s in steps if not s.get("for_each") and s["step"] not in ran]
     if missing:
-        raise refuse(f"no run of {sorted(missing)} in the bundle")
+        raise refuse(f"no run of {missing} in the bundle")
 
 
 def evidence_import(*, gate: Gate, bundles: list[tuple[str, bytes]], imported_by: str) -> GateRun:
@@ -244,13 +246,16 @@ def _store(gate: Gate, bundles: list[_Bundle], imported_by: str) -> GateRun:
         NodeJob.objects.create(gate_run=gate_run, node=bundle.node, state=NodeJob.State.DONE,
                                started_at=now, finished_at=now)
         host = bundle.manifest.get("host", "?")
+        steps = _steps(gate, bundle.node)
         for entry in bundle.manifest["runs"]:
             spec = probe(entry["probe"])
+            step = steps[entry["step"]]
             stdout, stderr = bundle.files[entry["stdout"]], bundle.files[entry["stderr"]]
             run = ProbeRun.objects.create(
                 gate_run=gate_run, node=bundle.node, probe=spec.name, parser=spec.parser,
                 parser_version=PARSERS[spec.parser].PARSER_VERSION,
                 parameters=entry.get("parameters") or {}, command=entry["command"],
+                labels=step["labels"], arm=step["arm"],
                 tool_version=str(entry.get("tool_version", ""))[:200],
                 exit_code=entry["exit_status"], stdout=stdout, stderr=stderr,
                 stdout_sha256=entry["stdout_sha256"],

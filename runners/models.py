@@ -112,6 +112,9 @@ class ProbeRun(models.Model):
     parser_version = models.CharField(max_length=16)
     command = models.TextField()
     parameters = models.JSONField(default=dict, blank=True)
+    labels = models.JSONField(default=dict, blank=True,
+                              help_text="added to every measurement of this run (plan step)")
+    arm = models.CharField(max_length=32, blank=True, help_text="G3 tier arm of this run")
     tool_version = models.CharField(max_length=200, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     stdout = models.BinaryField(default=b"")

@@ -59,6 +59,8 @@ def gate_run_reevaluate(*, gate_run: GateRun) -> Reevaluation:
             if recorded:
                 result.measurement_changes.append(f"{where}: now unparseable: {error}")
             continue
+        fresh_list = [type(m)(m.metric, m.value, m.unit, {**m.labels, **run.labels})
+                      for m in fresh_list]
         fresh = {_key(m.metric, m.labels, m.unit): m.value for m in fresh_list}
         for key in sorted(set(recorded) | set(fresh)):
             metric, labels, unit = key

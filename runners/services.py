@@ -29,6 +29,7 @@ from runners.lab.scenarios import SIMULATED_MARKER
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS, parse_output
 from runners.parsers.base import ParseError
+from runners.plans import node_steps
 from runners.probes import Probe, ProbeParameterError, probe
 from runners.transport import SSHConnection, SSHTarget, TransportError
 
@@ -149,7 +150,8 @@ def _parse_and_store(run: ProbeRun, raw: bytes) -> list[Measurement]:
         return []
     rows = Measurement.objects.bulk_create(
         Measurement(gate_run_id=run.gate_run_id, probe_run=run, node=run.node,
-                    metric=m.metric, value=m.value, unit=m.unit, labels=m.labels)
+                    metric=m.metric, value=m.value, unit=m.unit,
+                    labels={**m.labels, **run.labels}, arm=run.arm)
         for m in parsed
     )
     run.state = ProbeRun.State.PARSED
@@ -167,12 +169,17 @@ def _exit_error(exit_code: int | None, stderr: bytes) -> tuple[str, str]:
     return "exit_status", f"exited with status {exit_code}: {detail}"
 
 
-def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict) -> ProbeRun:
-    """Run one probe on the job's node: store raw output and hash first, then parse."""
+def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
+                      labels: dict | None = None, arm: str = "") -> ProbeRun:
+    """Run one probe on the job's node: store raw output and hash first, then parse.
+
+    ``labels`` are added to every measurement of the run, ``arm`` names its G3 tier arm.
+    """
     job = ctx.job
     node = job.node
     run = ProbeRun(gate_run=job.gate_run, node=node, probe=spec.name, parser=spec.parser,
                    parser_version=PARSERS[spec.parser].PARSER_VERSION, parameters=dict(values),
+                   labels=dict(labels or {}), arm=arm,
                    started_at=timezone.now(), origin=GateRun.Origin.SSH)
     try:
         run.command = spec.command(values, sudo=node.use_sudo)
@@ -234,7 +241,7 @@ def node_job_execute(*, node_job_id: int) -> None:
         return
     job = NodeJob.objects.select_related("node__credential", "gate_run__gate").get(id=node_job_id)
     gate_run = job.gate_run
-    steps = [s for s in gate_run.gate.probe_plan if s["role"] == job.node.role]
+    steps = node_steps(gate_run.gate, job.node)
     try:
         with SSHConnection(node_target(job.node)) as connection:
             ctx = _JobContext(job, connection, {})
@@ -242,12 +249,13 @@ def node_job_execute(*, node_job_id: int) -> None:
                 spec = probe(step["probe"])
                 values = _plan_values(step, spec, job.node, gate_run)
                 rule = step.get("for_each")
+                tags = {"labels": step.get("labels") or {}, "arm": step.get("arm", "")}
                 if rule:
                     for item in _for_each_values(job, rule):
-                        probe_run_execute(ctx=ctx, spec=spec, values={**values,
-                                                                      rule["param"]: item})
+                        probe_run_execute(ctx=ctx, spec=spec, **tags,
+                                          values={**values, rule["param"]: item})
                 else:
-                    probe_run_execute(ctx=ctx, spec=spec, values=values)
+                    probe_run_execute(ctx=ctx, spec=spec, values=values, **tags)
         job.state = NodeJob.State.DONE
     except TransportError as error:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, error.kind, str(error)

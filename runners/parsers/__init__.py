@@ -13,9 +13,11 @@ from runners.parsers import (
     bom_checklist,
     ethtool,
     fio,
+    iperf3,
     nvme_list,
     nvme_self_test_log,
     nvme_smart_log,
+    smartctl,
     vllm_bench,
 )
 from runners.parsers.base import MeasurementData, ParseError
@@ -28,6 +30,8 @@ PARSERS: dict[str, ModuleType] = {
     "nvme_self_test_log": nvme_self_test_log,
     "ethtool": ethtool,
     "vllm_bench": vllm_bench,
+    "smartctl": smartctl,
+    "iperf3": iperf3,
 }
 
 __all__ = ["PARSERS", "MeasurementData", "ParseError", "parse_output"]

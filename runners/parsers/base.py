@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 # The closed set of units a measurement may carry (METRICS.md). Display conversion lives in the
@@ -58,10 +59,46 @@ class ParseError(ValueError):
 
 
 def decode_text(tool: str, raw: bytes) -> str:
-    """Raw bytes → text: UTF-8 (a leading BOM dropped); ParseError on empty input."""
-    if not raw or not raw.strip():
+    """Raw bytes → text: UTF-8 (a leading BOM dropped); ParseError on empty input.
+
+    Works without copying ``raw`` first (a 50 MB fio capture is decoded once, not stripped and
+    then decoded)."""
+    if not raw or raw.isspace():
         raise ParseError(tool, 0, "output from the tool", "an empty capture")
-    return raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return str(memoryview(raw)[3:], "utf-8", "replace")
+    return raw.decode("utf-8", errors="replace")
+
+
+def decode_json(tool: str, text: str, opener: str = "{") -> tuple[object, int, int]:
+    """The first JSON document starting with ``opener`` in ``text``, as ``(document, start,
+    end)``: ``text[:start]`` is what the tool printed before it, ``text[end:]`` after it.
+
+    One capture holds one document. Text before it (warnings, ``^C``: RUNBOOK §0) and after it is
+    tolerated and left to the caller; a *second* document (a line starting with ``opener`` after
+    the first one) raises ParseError "several JSON documents", since taking either of two runs
+    silently would be wrong. Parsers that read JSON Lines on purpose (vllm_bench) do not use this.
+    No document, or a truncated one, raises ParseError with the line where reading stopped.
+    """
+    start = text.find(opener)
+    if start < 0:
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        raise ParseError(tool, 1, f"a JSON document starting with {opener!r}", first)
+    try:
+        document, end = _DECODER.raw_decode(text, start)
+    except json.JSONDecodeError as error:
+        line = text.count("\n", 0, error.pos) + 1
+        raise ParseError(tool, line, f"complete JSON ({error.msg})") from None
+    except RecursionError:
+        raise ParseError(tool, text.count("\n", 0, start) + 1,
+                         "JSON nested to a sane depth") from None
+    glued = _GLUED[opener].match(text, end)
+    following = glued if glued is not None else _NEXT_LINE[opener].search(text, end)
+    if following is not None:
+        line = text.count("\n", 0, following.end() - 1) + 1
+        raise ParseError(tool, line, "one JSON document per capture",
+                         "several JSON documents (another one starts here)")
+    return document, start, end
 
 
 def extract_json(tool: str, text: str, opener: str = "{") -> tuple[object, str]:
@@ -69,18 +106,45 @@ def extract_json(tool: str, text: str, opener: str = "{") -> tuple[object, str]:
 
     Returns ``(document, prefix)`` where ``prefix`` is the text printed before the document (tools
     such as fio print warnings there, RUNBOOK §0). Raises ParseError with the line number when no
-    document starts or the document is truncated.
+    document starts, the document is truncated, or a second document follows (:func:`decode_json`).
     """
-    start = text.find(opener)
-    if start < 0:
-        first = text.strip().splitlines()[0] if text.strip() else ""
-        raise ParseError(tool, 1, f"a JSON document starting with {opener!r}", first)
-    try:
-        document, _ = json.JSONDecoder().raw_decode(text, start)
-    except json.JSONDecodeError as error:
-        line = text.count("\n", 0, error.pos) + 1
-        raise ParseError(tool, line, f"complete JSON ({error.msg})") from None
+    document, start, _end = decode_json(tool, text, opener)
     return document, text[:start]
+
+
+_DECODER = json.JSONDecoder()
+# A further document: the opener right after the first one, or first on a later line.
+_GLUED = {opener: re.compile(r"\s*" + re.escape(opener)) for opener in "{["}
+_NEXT_LINE = {opener: re.compile(r"^[ \t]*" + re.escape(opener), re.MULTILINE)
+              for opener in "{["}
+
+# A bare non-finite number as C's printf writes it (``nan``, ``-nan``, ``inf``, ``-inf``; also
+# JSON-ish ``NaN``/``Infinity``), or a string literal, which is skipped whole.
+_STRING_OR_NONFINITE = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.])(-?(?:nan|inf(?:inity)?))(?![\w.])', re.IGNORECASE)
+_MAYBE_NONFINITE = re.compile(r"[:,\[][ \t\r\n]*-?(?:nan|inf)", re.IGNORECASE)
+
+
+def null_bare_nonfinite(text: str) -> str:
+    """Replace bare ``nan``/``-nan``/``inf`` tokens (not inside strings) with ``null``.
+
+    Tools that format doubles with printf print NaN as ``-nan`` (iperf 3.0.x ``lost_percent`` of
+    an interval without packets, esnet/iperf#364; fio's ``%f`` floats): strict JSON then fails as
+    a whole. After this, the value reads as null, i.e. "no figure" (:func:`as_number`). Line
+    numbers are unchanged. Text without such a token is returned as is, cheaply.
+    """
+    if _MAYBE_NONFINITE.search(text) is None:
+        return text
+    return _STRING_OR_NONFINITE.sub(
+        lambda match: "null" if match.group(1) else match.group(0), text)
+
+
+def finite(tool: str, metric: str, value: float, text: str = "", key: str = "") -> float:
+    """``value`` if finite; ParseError otherwise (a sum of huge figures that overflowed)."""
+    if math.isfinite(value):
+        return value
+    line = line_of(text, f'"{key}"') if key else 0
+    raise ParseError(tool, line, f"a finite value for {metric}", repr(value))
 
 
 def line_of(text: str, needle: str) -> int:

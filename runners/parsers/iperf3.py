@@ -1,0 +1,148 @@
+"""``iperf3 -c HOST -J`` (or the server's ``iperf3 -s -J``) → end-of-test network throughput.
+
+Reads the totals of the ``end`` object iperf3 prints once the test is over (iperf 3.0 → 3.x;
+interval samples are ignored: with ``--omit`` the first ones are excluded from the totals anyway).
+Emits, labels ``{"protocol": "tcp" | "udp", "streams": str(n)}`` (``start.test_start.protocol``
+and ``num_streams``; without ``test_start`` the protocol is inferred from the ``end`` shape and
+``n`` is the number of ``end.streams``):
+
+* ``sent_bandwidth``, ``received_bandwidth`` (B/s) = ``bits_per_second`` ÷ 8 (iperf3's bits are
+  decimal, 10^6 per Mbit) of ``end.sum_sent`` and ``end.sum_received`` (TCP, and UDP from the
+  releases that print them). UDP from older releases (3.9 and before) prints only ``end.sum``,
+  the sender's total: ``sent_bandwidth`` is that, and ``received_bandwidth`` is that × (1 −
+  ``lost_packets``/``packets``), the share of datagrams the receiver reported as arrived
+  (omitted when ``packets`` is 0 or absent).
+* ``retransmits`` (1): ``end.sum_sent.retransmits``, TCP only (absent for UDP, and where the OS
+  does not report retransmits).
+
+Refused with ParseError: empty output, the text report of a run without ``-J`` (no JSON), a
+truncated document (with the line where it stops), several JSON documents, and any document
+with a top-level ``error`` — iperf3 writes its error there ("error - unable to connect to server:
+Connection refused", "interrupt - the client has terminated"), and the message surfaces it. The
+interrupted capture ``^C{…`` is refused that way although its ``end`` looks complete: the
+receiver's total is 0. An ``end`` without totals and without ``error`` (the client was killed
+before the test started) raises "no end totals": absence of ``error`` is not success.
+
+Quirks: text before the JSON (``^C``, warnings: RUNBOOK §0), CRLF line ends, tab or space
+indentation, and bare ``-nan``/``nan``/``inf`` tokens that iperf 3.0.x prints for an interval
+without packets (esnet/iperf#364) — they read as null (base.null_bare_nonfinite), so such a
+document still parses; a total that is NaN is refused as not a number.
+
+Sources: corpus ``iperf3/`` samples (SOURCES.md), esnet/iperf ``src/iperf_api.c``
+(``iperf_print_results``: ``sum_sent``/``sum_received``, ``sum`` for UDP).
+"""
+
+from __future__ import annotations
+
+from runners.parsers.base import (
+    MeasurementData,
+    ParseError,
+    as_number,
+    decode_text,
+    extract_json,
+    finite,
+    line_of,
+    null_bare_nonfinite,
+)
+
+TOOL = "iperf3"
+PARSER_VERSION = "1"
+
+BITS_PER_BYTE = 8.0
+
+
+def parse(raw: bytes) -> list[MeasurementData]:
+    text = null_bare_nonfinite(decode_text(TOOL, raw))
+    if "{" not in text:
+        lines = text.splitlines()
+        number, first = next(((n, line.strip()) for n, line in enumerate(lines, start=1)
+                              if line.strip()), (1, ""))
+        raise ParseError(TOOL, number, "iperf3 JSON output (iperf3 -J)", first)
+    document, _prefix = extract_json(TOOL, text)
+    if not isinstance(document, dict):
+        raise ParseError(TOOL, 1, "a JSON object from iperf3 -J")
+
+    error = document.get("error")
+    if error not in (None, ""):
+        message = " ".join(str(error).split())
+        raise ParseError(TOOL, line_of(text, '"error"'),
+                         f'a completed test; iperf3 reported "iperf3: {message}"')
+
+    end = document.get("end")
+    if not isinstance(end, dict):
+        raise ParseError(TOOL, line_of(text, '"end"') or 1, "an 'end' object with the totals")
+    sent, received, udp_sum = (_section(end, key, text)
+                               for key in ("sum_sent", "sum_received", "sum"))
+    if sent is None and received is None and udp_sum is None:
+        raise ParseError(TOOL, line_of(text, '"end"'),
+                         "end totals ('sum_sent'/'sum_received', or 'sum' for UDP)",
+                         "no end totals (the test never ran)")
+
+    labels = _labels(document, end, udp_sum)
+    measurements: list[MeasurementData] = []
+
+    def add(metric: str, value: float, unit: str, key: str) -> None:
+        value = finite(TOOL, metric, value, text, key)
+        measurements.append(MeasurementData(metric, value, unit, dict(labels)))
+
+    if sent is None and received is None and udp_sum is not None:  # UDP before sum_sent existed
+        bandwidth = _bits_per_second(udp_sum, "sum", text) / BITS_PER_BYTE
+        add("sent_bandwidth", bandwidth, "B/s", "bits_per_second")
+        packets = as_number(TOOL, "packets", udp_sum.get("packets"), text)
+        lost = as_number(TOOL, "lost_packets", udp_sum.get("lost_packets"), text)
+        if packets and lost is not None:
+            add("received_bandwidth", bandwidth * (1.0 - lost / packets), "B/s", "lost_packets")
+        return measurements
+
+    if sent is not None:
+        add("sent_bandwidth", _bits_per_second(sent, "sum_sent", text) / BITS_PER_BYTE, "B/s",
+            "bits_per_second")
+    if received is not None:
+        add("received_bandwidth",
+            _bits_per_second(received, "sum_received", text) / BITS_PER_BYTE, "B/s",
+            "bits_per_second")
+    if labels["protocol"] == "tcp" and sent is not None:
+        retransmits = as_number(TOOL, "retransmits", sent.get("retransmits"), text)
+        if retransmits is not None:
+            add("retransmits", retransmits, "1", "retransmits")
+    return measurements
+
+
+def _section(end: dict, key: str, text: str) -> dict | None:
+    value = end.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ParseError(TOOL, line_of(text, f'"{key}"'), f"an object for {key!r}",
+                         repr(value)[:80])
+    return value
+
+
+def _bits_per_second(section: dict, name: str, text: str) -> float:
+    value = as_number(TOOL, "bits_per_second", section.get("bits_per_second"), text)
+    if value is None:
+        raise ParseError(TOOL, line_of(text, f'"{name}"'),
+                         f"a finite 'bits_per_second' in end.{name}",
+                         repr(section.get("bits_per_second")))
+    return value
+
+
+def _labels(document: dict, end: dict, udp_sum: dict | None) -> dict[str, str]:
+    start = document.get("start")
+    test_start = start.get("test_start") if isinstance(start, dict) else None
+    test_start = test_start if isinstance(test_start, dict) else {}
+    streams = end.get("streams")
+
+    protocol = test_start.get("protocol")
+    if isinstance(protocol, str) and protocol.strip():
+        protocol = protocol.strip().lower()
+    else:  # infer: UDP end totals carry jitter and loss, UDP streams an "udp" object
+        first = streams[0] if isinstance(streams, list) and streams else None
+        udp = (udp_sum is not None and "jitter_ms" in udp_sum) or (
+            isinstance(first, dict) and "udp" in first)
+        protocol = "udp" if udp else "tcp"
+
+    count = as_number(TOOL, "num_streams", test_start.get("num_streams"), "")
+    if count is None or count != int(count):
+        count = len(streams) if isinstance(streams, list) else 0
+    return {"protocol": protocol, "streams": str(int(count))}
