@@ -14,11 +14,13 @@ from runners.parsers import (
     ethtool,
     fio,
     iperf3,
+    nic_counters,
     nvme_list,
     nvme_self_test_log,
     nvme_smart_log,
     smartctl,
     vllm_bench,
+    vllm_metrics,
 )
 from runners.parsers.base import MeasurementData, ParseError
 
@@ -32,6 +34,8 @@ PARSERS: dict[str, ModuleType] = {
     "vllm_bench": vllm_bench,
     "smartctl": smartctl,
     "iperf3": iperf3,
+    "vllm_metrics": vllm_metrics,
+    "nic_counters": nic_counters,
 }
 
 __all__ = ["PARSERS", "MeasurementData", "ParseError", "parse_output"]

@@ -63,42 +63,50 @@ def decode_text(tool: str, raw: bytes) -> str:
 
     Works without copying ``raw`` first (a 50 MB fio capture is decoded once, not stripped and
     then decoded)."""
-    if not raw or raw.isspace():
-        raise ParseError(tool, 0, "output from the tool", "an empty capture")
     if raw.startswith(b"\xef\xbb\xbf"):
-        return str(memoryview(raw)[3:], "utf-8", "replace")
-    return raw.decode("utf-8", errors="replace")
+        text = str(memoryview(raw)[3:], "utf-8", "replace")
+    else:
+        text = raw.decode("utf-8", errors="replace")
+    if not text or text.isspace():  # str.isspace stops at the first other character
+        raise ParseError(tool, 0, "output from the tool", "an empty capture")
+    return text
 
 
-def decode_json(tool: str, text: str, opener: str = "{") -> tuple[object, int, int]:
-    """The first JSON document starting with ``opener`` in ``text``, as ``(document, start,
-    end)``: ``text[:start]`` is what the tool printed before it, ``text[end:]`` after it.
+def decode_json(tool: str, text: str, opener: str = "{") -> tuple[object, str, int, int]:
+    """The first JSON document starting with ``opener`` in ``text``, as ``(document, text, start,
+    end)``: in the returned ``text``, ``text[:start]`` is what the tool printed before the
+    document and ``text[end:]`` what it printed after.
 
     One capture holds one document. Text before it (warnings, ``^C``: RUNBOOK §0) and after it is
     tolerated and left to the caller; a *second* document (a line starting with ``opener`` after
     the first one) raises ParseError "several JSON documents", since taking either of two runs
     silently would be wrong. Parsers that read JSON Lines on purpose (vllm_bench) do not use this.
-    No document, or a truncated one, raises ParseError with the line where reading stopped.
+    Bare ``nan``/``-nan``/``inf`` tokens read as null (:func:`null_bare_nonfinite`); the returned
+    ``text`` is then the rewritten one (same lines). No document, or a truncated one, raises
+    ParseError with the line where reading stopped.
     """
     start = text.find(opener)
     if start < 0:
         first = text.strip().splitlines()[0] if text.strip() else ""
         raise ParseError(tool, 1, f"a JSON document starting with {opener!r}", first)
     try:
-        document, end = _DECODER.raw_decode(text, start)
-    except json.JSONDecodeError as error:
-        line = text.count("\n", 0, error.pos) + 1
-        raise ParseError(tool, line, f"complete JSON ({error.msg})") from None
-    except RecursionError:
-        raise ParseError(tool, text.count("\n", 0, start) + 1,
-                         "JSON nested to a sane depth") from None
+        document, end = _raw_decode(tool, text, start)
+    except _BareNonFinite:
+        # Only now pay for the rewrite: the decoder stopped exactly at such a token.
+        text = null_bare_nonfinite(text)
+        start = text.find(opener)
+        try:
+            document, end = _raw_decode(tool, text, start)
+        except _BareNonFinite as error:
+            raise ParseError(tool, error.line, "complete JSON (a bare non-finite number)") \
+                from None
     glued = _GLUED[opener].match(text, end)
     following = glued if glued is not None else _NEXT_LINE[opener].search(text, end)
     if following is not None:
         line = text.count("\n", 0, following.end() - 1) + 1
         raise ParseError(tool, line, "one JSON document per capture",
                          "several JSON documents (another one starts here)")
-    return document, start, end
+    return document, text, start, end
 
 
 def extract_json(tool: str, text: str, opener: str = "{") -> tuple[object, str]:
@@ -108,8 +116,29 @@ def extract_json(tool: str, text: str, opener: str = "{") -> tuple[object, str]:
     such as fio print warnings there, RUNBOOK §0). Raises ParseError with the line number when no
     document starts, the document is truncated, or a second document follows (:func:`decode_json`).
     """
-    document, start, _end = decode_json(tool, text, opener)
+    document, text, start, _end = decode_json(tool, text, opener)
     return document, text[:start]
+
+
+class _BareNonFinite(Exception):
+    def __init__(self, line: int) -> None:
+        self.line = line
+
+
+def _raw_decode(tool: str, text: str, start: int) -> tuple[object, int]:
+    try:
+        return _DECODER.raw_decode(text, start)
+    except json.JSONDecodeError as error:
+        line = text.count("\n", 0, error.pos) + 1
+        if _NONFINITE_AT.match(text, error.pos):
+            raise _BareNonFinite(line) from None
+        raise ParseError(tool, line, f"complete JSON ({error.msg})") from None
+    except RecursionError:
+        raise ParseError(tool, text.count("\n", 0, start) + 1,
+                         "JSON nested to a sane depth") from None
+    except ValueError as error:  # e.g. an integer of more than 4300 digits (int_max_str_digits)
+        raise ParseError(tool, text.count("\n", 0, start) + 1, "JSON the tool could print",
+                         str(error)) from None
 
 
 _DECODER = json.JSONDecoder()
@@ -120,9 +149,10 @@ _NEXT_LINE = {opener: re.compile(r"^[ \t]*" + re.escape(opener), re.MULTILINE)
 
 # A bare non-finite number as C's printf writes it (``nan``, ``-nan``, ``inf``, ``-inf``; also
 # JSON-ish ``NaN``/``Infinity``), or a string literal, which is skipped whole.
-_STRING_OR_NONFINITE = re.compile(
-    r'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.])(-?(?:nan|inf(?:inity)?))(?![\w.])', re.IGNORECASE)
-_MAYBE_NONFINITE = re.compile(r"[:,\[][ \t\r\n]*-?(?:nan|inf)", re.IGNORECASE)
+_NONFINITE = r"-?(?:nan|inf(?:inity)?)(?![\w.])"
+_NONFINITE_AT = re.compile(_NONFINITE, re.IGNORECASE)
+_STRING_OR_NONFINITE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.])(' + _NONFINITE + ")",
+                                  re.IGNORECASE)
 
 
 def null_bare_nonfinite(text: str) -> str:
@@ -131,10 +161,9 @@ def null_bare_nonfinite(text: str) -> str:
     Tools that format doubles with printf print NaN as ``-nan`` (iperf 3.0.x ``lost_percent`` of
     an interval without packets, esnet/iperf#364; fio's ``%f`` floats): strict JSON then fails as
     a whole. After this, the value reads as null, i.e. "no figure" (:func:`as_number`). Line
-    numbers are unchanged. Text without such a token is returned as is, cheaply.
+    numbers are unchanged. :func:`decode_json` calls it only when the decoder stopped at such a
+    token, so clean captures pay nothing.
     """
-    if _MAYBE_NONFINITE.search(text) is None:
-        return text
     return _STRING_OR_NONFINITE.sub(
         lambda match: "null" if match.group(1) else match.group(0), text)
 

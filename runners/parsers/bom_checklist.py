@@ -20,6 +20,8 @@ def parse(raw: bytes) -> list[MeasurementData]:
         raise ParseError(TOOL, 1, 'an object with an "items" list')
     if not items:
         raise ParseError(TOOL, 1, "at least one bill-of-materials item", "an empty checklist")
+    if not all(isinstance(item, dict) for item in items):
+        raise ParseError(TOOL, 1, "an object per bill-of-materials item")
     open_items = sum(1 for item in items if not item.get("ticked_at"))
     return [MeasurementData("bom_open_items", float(open_items), "1",
                             {"items": str(len(items))})]

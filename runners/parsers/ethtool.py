@@ -34,6 +34,7 @@ _SPEED = re.compile(r"^\s*Speed:\s*(.*?)\s*$")
 _MBPS = re.compile(r"^(\d+)\s*Mb/s$")
 _LINK = re.compile(r"^\s*Link detected:\s*(\S+)")
 _BARE_INTEGER = re.compile(r"^-?\d+$")
+_MAX_DIGITS = 15  # 10^15 Mb/s is far beyond any link; longer digit runs are not a speed
 
 BYTES_PER_SECOND_PER_MBPS = 1e6 / 8
 
@@ -42,7 +43,7 @@ def parse(raw: bytes) -> list[MeasurementData]:
     text = decode_text(TOOL, raw)
     stripped = text.strip()
     if _BARE_INTEGER.match(stripped):
-        return [_speed(int(stripped), {}, 1, stripped)]
+        return [_speed(_mbps(stripped, 1), {}, 1, stripped)]
 
     lines = text.splitlines()
     labels: dict[str, str] = {}
@@ -60,7 +61,7 @@ def parse(raw: bytes) -> list[MeasurementData]:
             mbps = _MBPS.match(match.group(1))
             if not mbps:
                 raise ParseError(TOOL, number, "'Speed: <N>Mb/s'", line.strip())
-            speed = _speed(int(mbps.group(1)), labels, number, line.strip())
+            speed = _speed(_mbps(mbps.group(1), number), labels, number, line.strip())
             measurements.append(speed)
         link = _LINK.match(line)
         if link:
@@ -80,3 +81,11 @@ def _speed(mbps: int, labels: dict[str, str], line: int, found: str) -> Measurem
     if mbps <= 0:
         raise ParseError(TOOL, line, "a positive link speed in Mb/s (the link is down?)", found)
     return MeasurementData("link_speed", mbps * BYTES_PER_SECOND_PER_MBPS, "B/s", dict(labels))
+
+
+def _mbps(digits: str, line: int) -> int:
+    """``int(digits)``, refusing digit runs too long to be a speed (``int`` itself raises
+    ValueError past 4300 digits)."""
+    if len(digits.lstrip("-")) > _MAX_DIGITS:
+        raise ParseError(TOOL, line, "a link speed in Mb/s", digits[:20] + "…")
+    return int(digits)

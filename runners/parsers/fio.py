@@ -27,11 +27,21 @@ Emits, with the canonical units of METRICS.md:
 Labels: ``{"job": <jobname>}`` when every entry has the same name (one job, a
 ``group_reporting`` group, or ``numjobs`` copies of one job), else ``{"job": "all"}``.
 
-Quirks handled: warning/error lines printed before the JSON (RUNBOOK §0, §3.2: extract_json);
-a UTF-8 BOM; duplicate JSON keys (fio < 3.x repeats ``"0.00"`` in percentile blocks, some
-versions repeat ``"filename"``: the last one wins, as in ``json.loads``). Empty output, output
-without JSON (fio's error lines only) and the ``normal`` text format raise ParseError naming the
-first error line fio printed.
+Quirks handled: warning/error lines printed before the JSON (RUNBOOK §0, §3.2) and text after
+it (``--output-format=json,normal``) are skipped, but a *second* JSON document (e.g. the
+snapshots of ``--status-interval``) raises ParseError "several JSON documents" rather than
+reading an early snapshot (base.decode_json); a UTF-8 BOM; bare ``nan``/``-nan`` that fio's
+``%f`` prints read as null, so a required figure printed that way is refused by name;
+duplicate JSON keys (fio < 3.x repeats ``"0.00"`` in percentile blocks, some versions repeat
+``"filename"``: the last one wins, as in ``json.loads``); percentile keys in any numeric
+spelling (``"99.000000"``, ``"99.00"``); bin counts as numeric strings; sums that overflow to
+infinity are refused. ``fio: terminating on signal`` counts only outside the JSON document.
+Empty output, output without JSON (fio's error lines only) and the ``normal`` text format raise
+ParseError naming the first error line fio printed.
+
+Cost: one decode, and json+ ``bins`` merged once per direction (counts summed per key string,
+each distinct latency converted once): a 50 MB capture parses in ~1.4× ``json.loads`` with a
+peak of ~2.2× its size (benchmarks/parse_fio.py).
 """
 
 from __future__ import annotations
@@ -42,8 +52,9 @@ from runners.parsers.base import (
     MeasurementData,
     ParseError,
     as_number,
+    decode_json,
     decode_text,
-    extract_json,
+    finite,
     line_of,
 )
 
@@ -63,7 +74,7 @@ def parse(raw: bytes) -> list[MeasurementData]:
     text = decode_text(TOOL, raw)
     if "{" not in text:
         raise _no_json(text)
-    document, _prefix = extract_json(TOOL, text)
+    document, text, start, end = decode_json(TOOL, text)
     jobs = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs, list) or not jobs or not all(isinstance(j, dict) for j in jobs):
         raise ParseError(TOOL, line_of(text, '"jobs"') or 1, "a non-empty 'jobs' list of objects")
@@ -72,27 +83,33 @@ def parse(raw: bytes) -> list[MeasurementData]:
     labels = {"job": names.pop() if len(names) == 1 else "all"}
 
     measurements: list[MeasurementData] = []
+
+    def add(metric: str, value: float, unit: str, key: str) -> None:
+        value = finite(TOOL, metric, value, text, key)
+        measurements.append(MeasurementData(metric, value, unit, dict(labels)))
+
     for direction in ("read", "write"):
         sections = [job[direction] for job in jobs if isinstance(job.get(direction), dict)]
         if not sections:
             continue
         bandwidth = sum(_bandwidth(section, text) for section in sections)
         iops = sum(_required(section, "iops", text) for section in sections)
-        measurements += [
-            MeasurementData(f"{direction}_bandwidth", bandwidth, "B/s", dict(labels)),
-            MeasurementData(f"{direction}_iops", iops, "1/s", dict(labels)),
-        ]
-        for percent, metric in _CLAT_METRICS[direction]:
-            seconds = _clat_percentile(sections, percent, text)
-            if seconds is not None:
-                measurements.append(MeasurementData(metric, seconds, "s", dict(labels)))
+        add(f"{direction}_bandwidth", bandwidth, "B/s", "bw")
+        add(f"{direction}_iops", iops, "1/s", "iops")
+        wanted = _CLAT_METRICS[direction]
+        latencies = _clat_percentiles(sections, [percent for percent, _ in wanted], text)
+        for percent, metric in wanted:
+            if latencies[percent] is not None:
+                add(metric, latencies[percent], "s", "clat_ns")
     if not measurements:
         raise ParseError(TOOL, line_of(text, '"jobname"'), "a 'read' or 'write' section per job")
 
     failed = sum(1 for job in jobs if (as_number(TOOL, "error", job.get("error", 0), text) or 0))
-    interrupted = 1.0 if _INTERRUPTED.search(text) else 0.0
+    # fio prints "terminating on signal" on stderr, around (never inside) the JSON document.
+    interrupted = any(_INTERRUPTED.search(part) for part in (text[:start], text[end:]))
     measurements.append(MeasurementData("job_errors", float(failed), "1", dict(labels)))
-    measurements.append(MeasurementData("run_interrupted", interrupted, "1", dict(labels)))
+    measurements.append(MeasurementData("run_interrupted", 1.0 if interrupted else 0.0, "1",
+                                        dict(labels)))
     return measurements
 
 
@@ -122,9 +139,12 @@ def _bandwidth(section: dict, text: str) -> float:
     return _required(section, "bw", text) * 1024  # KiB/s in fio 2.x and 3.x alike
 
 
-def _clat_percentile(sections: list[dict], percent: float, text: str) -> float | None:
-    """The ``percent`` completion-latency percentile in seconds over all job entries, or None."""
-    found: list[tuple[float, dict | None, float]] = []  # (seconds, bins, bin units per second)
+def _clat_percentiles(sections: list[dict], percents: list[float],
+                      text: str) -> dict[float, float | None]:
+    """The completion-latency percentiles (s) over all job entries, by percent; None where no
+    entry has a non-zero figure."""
+    # per section: (its percentile figures by percent, bins or None, bin units per second)
+    blocks: list[tuple[dict[float, float | None], dict | None, float]] = []
     for section in sections:
         if isinstance(section.get("clat_ns"), dict):
             block, per_second = section["clat_ns"], 1e9
@@ -135,23 +155,59 @@ def _clat_percentile(sections: list[dict], percent: float, text: str) -> float |
         percentiles = block.get("percentile")
         if not isinstance(percentiles, dict):
             continue
-        value = _at_percent(percentiles, percent, text)
-        if value:  # None (absent) or 0 (no samples, gtod_reduce): no figure
-            bins = block.get("bins")
-            found.append((value / per_second, bins if isinstance(bins, dict) and bins else None,
-                          per_second))
-    if not found:
-        return None
-    if len(found) == 1:
-        return found[0][0]
-    if all(bins is not None for _, bins, _ in found):
+        bins = block.get("bins")
+        blocks.append(({percent: _at_percent(percentiles, percent, text) for percent in percents},
+                       bins if isinstance(bins, dict) and bins else None, per_second))
+
+    result: dict[float, float | None] = {}
+    merged_cache: dict[tuple[int, ...], dict[float, float]] = {}
+    for percent in percents:
+        # None (absent) or 0 (no samples, gtod_reduce): no figure from that entry
+        found = [index for index, (figures, _, _) in enumerate(blocks) if figures[percent]]
+        if not found:
+            result[percent] = None
+        elif len(found) == 1:
+            figures, _, per_second = blocks[found[0]]
+            result[percent] = figures[percent] / per_second
+        elif all(blocks[index][1] is not None for index in found):
+            key = tuple(found)
+            if key not in merged_cache:  # merged once, read for every percent
+                merged_cache[key] = _merge_bins([blocks[index][1:] for index in found], text)
+            merged = merged_cache[key]
+            result[percent] = _percentile_of_bins(merged, percent) if merged else None
+        else:
+            result[percent] = max(blocks[index][0][percent] / blocks[index][2] for index in found)
+    return result
+
+
+def _merge_bins(histograms: list[tuple[dict | None, float]], text: str) -> dict[float, float]:
+    """Sum json+ ``bins`` ({latency as a string: count}) of several job entries, keyed by the
+    latency in seconds. Counts are summed per key string first (one dict update per bin, no
+    number parsing), and each distinct key is converted once: a 50 MB capture has millions of
+    bins but only hundreds of distinct latencies."""
+    units = {per_second for _, per_second in histograms}
+    by_key: dict[str, float] = {}
+    if len(units) == 1:
+        get = by_key.get
+        try:
+            for bins, _ in histograms:
+                for key, count in (bins or {}).items():
+                    by_key[key] = get(key, 0) + count
+        except TypeError:  # a count that is not a JSON number: read each one strictly below
+            by_key = {}
+    if not by_key:
         merged: dict[float, float] = {}
-        for _, bins, per_second in found:
+        for bins, per_second in histograms:
             for key, count in (bins or {}).items():
                 at = (as_number(TOOL, "bins", key, text) or 0.0) / per_second
                 merged[at] = merged.get(at, 0.0) + (as_number(TOOL, "bins", count, text) or 0.0)
-        return _percentile_of_bins(merged, percent)
-    return max(seconds for seconds, _, _ in found)
+        return merged
+    per_second = units.pop()
+    merged = {}
+    for key, count in by_key.items():
+        at = (as_number(TOOL, "bins", key, text) or 0.0) / per_second
+        merged[at] = merged.get(at, 0.0) + (as_number(TOOL, "bins", count, text) or 0.0)
+    return merged
 
 
 def _at_percent(percentiles: dict, percent: float, text: str) -> float | None:

@@ -42,7 +42,6 @@ from runners.parsers.base import (
     extract_json,
     finite,
     line_of,
-    null_bare_nonfinite,
 )
 
 TOOL = "iperf3"
@@ -52,7 +51,7 @@ BITS_PER_BYTE = 8.0
 
 
 def parse(raw: bytes) -> list[MeasurementData]:
-    text = null_bare_nonfinite(decode_text(TOOL, raw))
+    text = decode_text(TOOL, raw)
     if "{" not in text:
         lines = text.splitlines()
         number, first = next(((n, line.strip()) for n, line in enumerate(lines, start=1)

@@ -66,6 +66,17 @@ def parse(raw: bytes) -> list[MeasurementData]:
     return measurements
 
 
+def _list(entry: dict, key: str) -> list:
+    """``entry[key]`` as a list (absent or null: empty); ParseError for anything else, which
+    would otherwise be skipped and undercount drives."""
+    value = entry.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ParseError(TOOL, 0, f"a list for {key!r}", repr(value)[:80])
+    return value
+
+
 def _text(value: object) -> str:
     return str(value).strip() if value is not None else ""
 
@@ -103,17 +114,17 @@ def _read_verbose(subsystems: list, drives: dict[str, dict[str, str]],
             continue
         nqn = _text(subsystem.get("SubsystemNQN") or subsystem.get("NQN")
                     or subsystem.get("Subsystem"))
-        for controller in subsystem.get("Controllers") or []:
+        for controller in _list(subsystem, "Controllers"):
             if not isinstance(controller, dict):
                 continue
             _add_drive(drives, controller, _controller_path(controller))
-            for namespace in controller.get("Namespaces") or []:
+            for namespace in _list(controller, "Namespaces"):
                 if isinstance(namespace, dict):
                     namespaces.add(_namespace_key(nqn, namespace))
-        for namespace in subsystem.get("Namespaces") or []:
+        for namespace in _list(subsystem, "Namespaces"):
             if not isinstance(namespace, dict):
                 continue
             namespaces.add(_namespace_key(nqn, namespace))
-            for path in namespace.get("Paths") or []:  # 3.0: controller fields on each path
+            for path in _list(namespace, "Paths"):  # 3.0: controller fields on each path
                 if isinstance(path, dict) and "SerialNumber" in path:
                     _add_drive(drives, path, _controller_path(path))

@@ -36,6 +36,7 @@ from runners.parsers.base import (
     ParseError,
     as_number,
     decode_text,
+    finite,
     line_of,
 )
 
@@ -91,6 +92,9 @@ def _documents(text: str) -> list[tuple[int, dict]]:
         except json.JSONDecodeError as error:
             raise ParseError(TOOL, text.count("\n", 0, error.pos) + 1,
                              f"complete JSON ({error.msg})") from None
+        except (RecursionError, ValueError) as error:  # too deep; 4300-digit integers
+            raise ParseError(TOOL, line, "JSON the tool could print",
+                             type(error).__name__) from None
         documents.append((line, document))
         position = end
         while position < len(text) and text[position].isspace():
@@ -135,5 +139,6 @@ def _measurements(result: dict, labels: dict[str, str], line: int,
         prompts = as_number(TOOL, "num_prompts", result["num_prompts"], text)
         failed = None if prompts is None else prompts - completed
     if failed is not None:
+        failed = finite(TOOL, "failed_requests", failed, text, "num_prompts")
         measurements.append(MeasurementData("failed_requests", failed, "1", dict(labels)))
     return measurements

@@ -387,3 +387,95 @@ def test_it_matches_what_the_real_fio_reports(tmp_path, output_format):
         bins = {int(k) / 1e9: v for k, v in clat["bins"].items()}
         assert fio._percentile_of_bins(bins, 99.0) == pytest.approx(m["read_clat_p99"].value)
         assert fio._percentile_of_bins(bins, 50.0) == pytest.approx(m["read_clat_p50"].value)
+
+
+# --- quirks (issue 3 review) --------------------------------------------------------------------
+
+
+def test_it_ignores_text_printed_after_the_json():
+    doc = document(job(read=section(bw_bytes=1000, iops=10)))
+    suffix = "\nRun status group 0 (all jobs):\n   READ: bw=1000B/s (1000B/s)\n"
+    m = by_metric(fio.parse(raw(doc) + suffix.encode()))
+    assert m["read_bandwidth"].value == 1000
+    assert m["run_interrupted"].value == 0
+
+
+def test_it_refuses_a_second_json_document():
+    text = raw(document(job(read=section(bw_bytes=1000, iops=10)))).decode()
+    with pytest.raises(ParseError) as error:
+        fio.parse((text + "\nfio: note\n" + text).encode())
+    assert "several JSON documents" in str(error.value)
+    assert error.value.line == text.count("\n") + 3  # after the first document and the note
+
+
+def test_it_flags_a_signal_reported_after_the_json_but_not_inside_it():
+    doc = document(job(read=section(bw_bytes=1000, iops=10)))
+    doc["jobs"][0]["job options"] = {"description": "\nfio: terminating on signal 2"}
+    assert by_metric(fio.parse(raw(doc)))["run_interrupted"].value == 0
+    tail = raw(doc) + b"\nfio: terminating on signal 15\n"
+    assert by_metric(fio.parse(tail))["run_interrupted"].value == 1
+
+
+def test_it_reads_bare_nan_that_printf_wrote_as_no_figure():
+    text = raw(document(job(read=section(bw_bytes=1000, iops=10)))).decode()
+    text = text.replace('"runtime": 1000', '"runtime": 1000, "iops_stddev": -nan, "bw_agg": nan')
+    m = by_metric(fio.parse(text.encode()))
+    assert m["read_bandwidth"].value == 1000
+
+
+def test_it_refuses_a_bare_nan_where_a_figure_is_required():
+    text = raw(document(job(read=section(bw_bytes=1000, iops=123456)))).decode()
+    text = text.replace('"iops": 123456', '"iops": -nan')
+    with pytest.raises(ParseError) as error:
+        fio.parse(text.encode())
+    assert "iops" in str(error.value)
+
+
+def test_it_reads_jobs_without_optional_sections():
+    bare = {"jobname": "r", "error": 0, "read": {"bw_bytes": 500, "iops": 5}}  # no write, clat
+    other = {"jobname": "r", "error": 0, "read": {"bw": 1, "iops": 1, "clat_ns": {"N": 0}}}
+    m = by_metric(fio.parse(raw(document(bare, other))))
+    assert m["read_bandwidth"].value == 500 + 1024
+    assert not {"write_bandwidth", "write_iops", "read_clat_p50"} & set(m)
+
+
+@pytest.mark.parametrize("key", ["99.000000", "99.00", "99", "9.900000e+01"])
+def test_it_reads_percentile_keys_however_they_are_spelled(key):
+    read = section(bw_bytes=1, iops=1, percentile={"50.000000": 10, key: 990, "0.00": 0})
+    assert by_metric(fio.parse(raw(document(job(read=read)))))["read_clat_p99"].value == 990e-9
+
+
+def test_it_reports_the_largest_percentile_when_some_jobs_lack_bins():
+    a = section(bw_bytes=1, iops=1, percentile={"50.000000": 100, "99.000000": 100},
+                bins={"100": 10})
+    b = section(bw_bytes=1, iops=1, percentile={"50.000000": 300, "99.000000": 300})
+    m = by_metric(fio.parse(raw(document(job("x", read=a), job("x", read=b)))))
+    assert m["read_clat_p99"].value == pytest.approx(300e-9)
+
+
+def test_it_merges_string_counts_of_json_plus_bins():
+    a = section(bw_bytes=1, iops=1, percentile={"50.000000": 100, "99.000000": 100},
+                bins={"100": "98", "300": "2"})
+    b = section(bw_bytes=1, iops=1, percentile={"50.000000": 200, "99.000000": 200},
+                bins={"200": 100})
+    m = by_metric(fio.parse(raw(document(job("x", read=a), job("x", read=b)))))
+    # 200 samples: the 100th is at 200 ns, the 198th at 200 ns
+    assert m["read_clat_p50"].value == pytest.approx(200e-9)
+    assert m["read_clat_p99"].value == pytest.approx(200e-9)
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_it_merges_real_json_plus_histograms_of_separate_jobs(tmp_path):
+    completed = subprocess.run(
+        ["fio", "--name=mixed", f"--filename={tmp_path / 'scratch.bin'}", "--rw=randread",
+         "--bs=4k", "--size=4M", "--ioengine=psync", "--numjobs=3", "--output-format=json+"],
+        capture_output=True, cwd=tmp_path, timeout=60, check=True,
+    )
+    doc = json.loads(completed.stdout[completed.stdout.index(b"{"):])
+    m = by_metric(fio.parse(completed.stdout))
+    assert len(doc["jobs"]) == 3  # no group_reporting: one entry per job
+    for percent, metric in ((50.0, "read_clat_p50"), (99.0, "read_clat_p99")):
+        per_job = [j["read"]["clat_ns"]["percentile"][f"{percent:.6f}"] * 1e-9
+                   for j in doc["jobs"]]
+        # a percentile of the merged histogram lies within the jobs' own percentiles
+        assert min(per_job) <= m[metric].value <= max(per_job)

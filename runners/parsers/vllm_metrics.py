@@ -1,0 +1,159 @@
+"""The serving engine's Prometheus ``/metrics`` (vLLM, LMCache) → evidence that a KV tier was used
+(RUNBOOK §4.4), and the tier sizing the G3 probes print in the same text format (§4.2).
+
+Input: one or more scrapes in Prometheus text exposition format. The G3 probes put a comment line
+before each scrape, ``# acceptance-scrape: name=t0 time=1764500000.123456789 url=…`` (the node's
+own clock); text without such a line is one scrape. Other comments (``# HELP``, ``# TYPE``) and
+blank lines are skipped; every other line must be a sample ``name{labels} value [timestamp]``.
+
+**Counters are read as the difference of the first and the last scrape** (the probe prints the
+t0 scrape it kept at engine start, then the fresh t1 scrape): a single scrape yields no counter
+measurement — it is stored raw as the window's start. The difference is computed here, not in the
+gate evaluation, so the measurement stands on its own raw output. A counter summed over its
+label sets (engines, workers); ``_total`` and bare names both read; ``_created`` samples ignored.
+A counter absent at t0 counts from 0 (labelled counters appear on first use); a counter that
+went down (the engine restarted inside the window) or disappeared is a ParseError.
+
+Emits (METRICS.md, unit):
+
+* ``prefix_cache_hit_tokens`` (1) ← ``vllm:prefix_cache_hits`` (≤ 0.9:
+  ``vllm:gpu_prefix_cache_hits``): tokens found in the GPU prefix cache;
+* ``external_prefix_cache_hit_tokens`` (1) ← ``vllm:external_prefix_cache_hits``, else
+  ``vllm:prompt_tokens_by_source{source="external_kv_transfer"}``, else
+  ``lmcache_mp_lookup_hit_tokens`` (LMCache MP mode), else ``lmcache:num_hit_tokens`` — the
+  first family present; tokens served through the KV connector (LMCache);
+* ``external_tier_read_bytes`` (B) ← ``lmcache:num_remote_read_bytes`` (fs / remote backends
+  only: LMCache does not count local-disk reads there, so the local-NVMe arm has none);
+* ``working_set_bytes``, ``host_tier_bytes`` (B) ← the gauges ``acceptance_working_set_bytes``
+  and ``acceptance_host_tier_bytes`` of the last scrape (printed by the kv_tier_sizing probe).
+
+No labels of its own: the plan step adds arm, round and phase. A text with neither a vLLM /
+LMCache family nor the sizing gauges is not an engine's /metrics: ParseError.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from runners.parsers.base import MeasurementData, ParseError, decode_text
+
+TOOL = "vllm_metrics"
+PARSER_VERSION = "1"
+
+# metric → (unit, families tried in order; the first one present in any scrape is used)
+COUNTERS: dict[str, tuple[str, tuple[tuple[str, dict[str, str]], ...]]] = {
+    "prefix_cache_hit_tokens": ("1", (
+        ("vllm:prefix_cache_hits", {}),
+        ("vllm:gpu_prefix_cache_hits", {}),
+    )),
+    "external_prefix_cache_hit_tokens": ("1", (
+        ("vllm:external_prefix_cache_hits", {}),
+        ("vllm:prompt_tokens_by_source", {"source": "external_kv_transfer"}),
+        ("lmcache_mp_lookup_hit_tokens", {}),
+        ("lmcache:num_hit_tokens", {}),
+    )),
+    "external_tier_read_bytes": ("B", (
+        ("lmcache:num_remote_read_bytes", {}),
+    )),
+}
+GAUGES = {"working_set_bytes": "acceptance_working_set_bytes",
+          "host_tier_bytes": "acceptance_host_tier_bytes"}
+
+_HEADER = re.compile(r"#\s*acceptance-scrape:\s*(.*)")
+_SAMPLE = re.compile(
+    r"(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
+    r"(?:\{(?P<labels>(?:[^\"}]|\"(?:[^\"\\]|\\.)*\")*)\})?"
+    r"[ \t]+(?P<value>\S+)(?:[ \t]+-?\d+)?[ \t]*"
+)
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+class _Scrape:
+    def __init__(self, name: str, line: int) -> None:
+        self.name, self.line = name, line
+        self.samples: list[tuple[str, dict[str, str], float]] = []
+
+
+def parse(raw: bytes) -> list[MeasurementData]:
+    text = decode_text(TOOL, raw)
+    scrapes = _scrapes(text)
+    families = {_family(name) for scrape in scrapes for name, _, _ in scrape.samples}
+    known = {f for _, (_, options) in COUNTERS.items() for f, _ in options} | set(GAUGES.values())
+    if not families & known and not any(f.startswith(("vllm:", "lmcache")) for f in families):
+        raise ParseError(TOOL, 1, "a vLLM / LMCache /metrics text (vllm:… or lmcache:… "
+                                  "families) or the G3 tier sizing gauges",
+                         text.strip().splitlines()[0] if text.strip() else "")
+    measurements: list[MeasurementData] = []
+    if len(scrapes) >= 2:
+        first, last = scrapes[0], scrapes[-1]
+        for metric, (unit, options) in COUNTERS.items():
+            for family, wanted in options:
+                if family not in families:
+                    continue
+                before = _total(first, family, wanted)
+                after = _total(last, family, wanted)
+                if after is None:
+                    raise ParseError(TOOL, last.line, f"{family} in the last scrape "
+                                                      f"({last.name}) as in the first")
+                if after < (before or 0.0):
+                    raise ParseError(TOOL, last.line, f"{family} not lower than in the first "
+                                                      f"scrape (the engine restarted?)",
+                                     f"{before:g} → {after:g}")
+                measurements.append(MeasurementData(metric, after - (before or 0.0), unit))
+                break
+    for metric, family in GAUGES.items():
+        value = _total(scrapes[-1], family, {})
+        if value is not None:
+            measurements.append(MeasurementData(metric, value, "B"))
+    return measurements
+
+
+def _scrapes(text: str) -> list[_Scrape]:
+    scrapes: list[_Scrape] = []
+    current: _Scrape | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        header = _HEADER.match(stripped)
+        if header:
+            fields = dict(item.split("=", 1) for item in header.group(1).split() if "=" in item)
+            current = _Scrape(fields.get("name", str(len(scrapes))), number)
+            scrapes.append(current)
+            continue
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _SAMPLE.fullmatch(stripped)
+        if match is None:
+            raise ParseError(TOOL, number, "a Prometheus sample 'name{labels} value'", stripped)
+        try:
+            value = float(match.group("value"))
+        except ValueError:
+            raise ParseError(TOOL, number, "a number as the sample's value",
+                             match.group("value")) from None
+        if current is None:
+            current = _Scrape("scrape", number)
+            scrapes.append(current)
+        labels = dict(_LABEL.findall(match.group("labels") or ""))
+        if not math.isnan(value):
+            current.samples.append((match.group("name"), labels, value))
+    if not scrapes:
+        raise ParseError(TOOL, 1, "at least one /metrics scrape", "no sample")
+    return scrapes
+
+
+def _family(name: str) -> str:
+    for suffix in ("_total", "_created", "_bucket", "_count", "_sum"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _total(scrape: _Scrape, family: str, wanted: dict[str, str]) -> float | None:
+    """Sum of the family's samples (``_total`` or bare) whose labels include ``wanted``."""
+    values = [value for name, labels, value in scrape.samples
+              if name in (family, family + "_total")
+              and all(labels.get(k) == v for k, v in wanted.items())]
+    if not values:
+        return None
+    total = math.fsum(values)
+    return total if math.isfinite(total) else None
