@@ -70,6 +70,10 @@ class Engagement(models.Model):
     is_lab = models.BooleanField(
         default=False, help_text="a lab engagement: its node runs stand-in tools (simulated)"
     )
+    max_parallel_nodes = models.PositiveIntegerField(
+        default=16, validators=[MinValueValidator(1), MaxValueValidator(1024)],
+        help_text="how many nodes of this site a gate run works on at once",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -166,13 +170,17 @@ class Node(models.Model):
 
     ``role`` says which probes it takes: ``array`` is the array's own controller, where the drives
     are local PCIe devices (G1 drive inventory, self-tests, SMART; RUNBOOK §1); ``inference`` is a
-    GPU node that reads the array over NVMe-oF (G2 fio line efficiency, serving benchmark).
+    GPU node that reads the array over NVMe-oF (G2 fio line efficiency, serving benchmark);
+    ``bastion`` is a jump host that takes no probes and only forwards to the nodes behind it.
     The host key is pinned: a connection to a host presenting any other key is refused.
+    ``jump_host``: a node of the same engagement the service connects through (its key pinned
+    too); ``address`` is then as the jump host sees it.
     """
 
     class Role(models.TextChoices):
         ARRAY = "array", "array controller"
         INFERENCE = "inference", "inference node"
+        BASTION = "bastion", "jump host (bastion)"
 
     engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE, related_name="nodes")
     name = models.CharField(max_length=63, validators=[name_validator])
@@ -199,6 +207,10 @@ class Node(models.Model):
         help_text="the array namespace (or file on it) the G2 read-only fio job reads",
     )
     is_lab = models.BooleanField(default=False)
+    jump_host = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="jumped_nodes",
+        help_text="reach this node through that node of the same engagement (a bastion)",
+    )
 
     class Meta:
         constraints = [
@@ -211,6 +223,38 @@ class Node(models.Model):
     def save(self, *args, **kwargs) -> None:
         self.host_key_fingerprint = host_key_fingerprint(self.host_key)
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        errors = {}
+        try:
+            if self.host_key:  # an empty one is the field's own error
+                host_key_fingerprint(self.host_key)
+        except ValidationError as error:
+            errors["host_key"] = error.messages
+        if self.jump_host_id is not None:
+            errors.update(self._jump_host_errors())
+        if errors:
+            raise ValidationError(errors)
+
+    def _jump_host_errors(self) -> dict[str, str]:
+        from runners.transport import MAX_JUMP_HOSTS
+
+        jump = self.jump_host
+        if jump.engagement_id != self.engagement_id:
+            return {"jump_host": f"jump host {jump.name} belongs to another engagement "
+                                 f"({jump.engagement.name})"}
+        chain = [jump]
+        while True:
+            if self.pk is not None and chain[-1].pk == self.pk:
+                return {"jump_host": f"jump host {jump.name} leads back to {self.name}"}
+            if len(chain) > MAX_JUMP_HOSTS:
+                return {"jump_host": f"{self.name} would sit behind more than "
+                                     f"{MAX_JUMP_HOSTS} jump hosts"}
+            if chain[-1].jump_host_id is None:
+                return {}
+            if chain[-1].jump_host_id in {hop.pk for hop in chain}:
+                return {"jump_host": f"the jump hosts behind {jump.name} form a loop"}
+            chain.append(chain[-1].jump_host)
 
 
 class BomItem(models.Model):

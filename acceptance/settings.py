@@ -114,8 +114,14 @@ SIGNING_DIR = VAR_DIR / "signing"
 # Lab nodes (local OpenSSH servers with stand-in tools) live here.
 LAB_DIR = VAR_DIR / "lab"
 
+# A node job whose worker sent no heartbeat for this long is lost (worker killed): recovery
+# fails it with the reason and kills what it left on the node (seconds).
+RUNS_LOST_AFTER_SECONDS = env.float("RUNS_LOST_AFTER_SECONDS", default=90.0)
+
 # SSH defaults for probe runs (seconds).
 SSH_CONNECT_TIMEOUT = env.float("SSH_CONNECT_TIMEOUT", default=10.0)
+# Connection set-up refused or timed out is tried again this many times (back-off 1 s, 2 s, 4 s).
+SSH_CONNECT_RETRIES = env.int("SSH_CONNECT_RETRIES", default=3)
 
 LOGGING = {
     "version": 1,

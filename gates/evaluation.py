@@ -1,15 +1,26 @@
 """Gate evaluation: a pure function from criteria and measurements to verdicts.
 
 No database, no I/O: ``evaluate_criterion(spec, samples) -> Verdict`` and
-``gate_outcome(verdicts) -> str``. Derived figures (line efficiency) come from
-``derive_line_efficiency``. Verdicts: ``pass``, ``fail``, ``review`` (outside the reference
-range on the good side: a person must accept it or re-run), ``insufficient`` (not enough
-samples: the run produced no evidence to decide on, so it is an error, never a pass or a stop).
+``gate_outcome(verdicts) -> str``. Derived figures come from ``derive_all`` (line efficiency per
+node; the G3 tier comparison, repeatability and aggregate read-back). Verdicts: ``pass``,
+``fail``, ``review`` (outside the reference range on the good side: a person must accept it or
+re-run), ``insufficient`` (not enough samples, or samples marked invalid: the run produced no
+evidence to decide on, so it is an error, never a pass or a stop), ``unstable`` (two rounds of
+the same figure disagree beyond the tolerance: the measurement must be re-run before it counts,
+also an error).
+
+A sample whose labels carry ``invalid`` (a reason) is evidence that must not count: a criterion
+that selects it is ``insufficient`` with that reason. The G3 derivations mark a comparison
+invalid when an arm's engine shows no external-tier hit (the tier under test was not used) or
+when the working set does not exceed the host-memory tier (hits may come from DRAM).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -94,8 +105,10 @@ def _judge(spec: CriterionSpec, value: float) -> tuple[str, float | None, float]
         margin = value - spec.threshold
         return ("pass" if margin >= 0 else "fail"), None, margin
     if spec.operator == "<=":
+        # Above an at-most threshold is above its range: that verdict ("fail" unless the
+        # criterion names another, e.g. "unstable" for round_deviation).
         margin = spec.threshold - value
-        return ("pass" if margin >= 0 else "fail"), None, margin
+        return ("pass" if margin >= 0 else spec.above_range_verdict), None, margin
     if spec.operator == "between":
         if value < spec.threshold:
             return "fail", None, value - spec.threshold
@@ -130,6 +143,11 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
         return Verdict(spec.key, "insufficient", None,
                        f"{wanted} measured in {sorted(units)}, criterion is in {spec.unit}")
     ids = tuple(s.id for s in chosen)
+    invalid = [s for s in chosen if s.labels.get("invalid")]
+    if invalid:
+        reasons = list(dict.fromkeys(s.labels["invalid"] for s in invalid))
+        return Verdict(spec.key, "insufficient", None,
+                       f"{wanted} cannot count: {'; '.join(reasons)}", ids)
     if spec.aggregation == "each":
         judged = [(s, *_judge(spec, s.value)) for s in chosen]
         worst = min(judged, key=lambda item: item[3])
@@ -144,26 +162,70 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
         node = ""
         scope = f"{spec.aggregation} of {len(chosen)}" if len(chosen) > 1 else "measured"
     where = f" on {node}" if node else ""
+    if spec.aggregation == "each" and len(chosen) > 1 and verdict != "pass":
+        shown = {k: v for k, v in sample.labels.items() if k not in spec.label_filter}
+        if shown:
+            where += " (" + ", ".join(f"{k} {v}" for k, v in shown.items()) + ")"
     unit = "" if spec.unit in ("1", "ratio") else f" {spec.unit}"
     explanation = f"{scope}{where}: {value:g}{unit}; required {threshold_text(spec)}"
     if deviation is not None:
         explanation += f"; deviation {deviation * 100:+.1f} %"
+    if len(chosen) == 1:
+        explanation += _interval_note(spec, chosen[0], samples)
     return Verdict(spec.key, verdict, value, explanation, ids, deviation, node)
 
 
+def _interval_note(spec: CriterionSpec, chosen: Sample, samples: list[Sample]) -> str:
+    """``; 95 % CI a … b over n rounds`` when the derivations stored one for this figure."""
+    bounds = {}
+    for s in samples:
+        if s.metric in ("ci_low", "ci_high") and s.labels.get("figure") == spec.metric and all(
+            s.labels.get(k) == v for k, v in chosen.labels.items()
+        ):
+            bounds[s.metric] = s
+    if len(bounds) != 2:
+        return ""
+    low = bounds["ci_low"]
+    level = float(low.labels.get("level", "0.95")) * 100
+    rounds = chosen.labels.get("rounds", "?")
+    return (f"; {level:g} % CI {low.value:.3g} … {bounds['ci_high'].value:.3g} over "
+            f"{rounds} rounds")
+
+
 def gate_outcome(verdicts: list[Verdict], blocking: dict[str, bool] | None = None) -> str:
-    """``passed`` when every blocking criterion passed; ``error`` when any lacks evidence;
-    ``stopped`` when any failed; else ``review``."""
+    """``passed`` when every blocking criterion passed; ``error`` when any lacks evidence or is
+    unstable (no decision: evidence that cannot count is never a pass or a stop); ``stopped``
+    when any failed; else ``review``."""
     blocking = blocking or {}
     counted = [v for v in verdicts if blocking.get(v.key, True)]
     kinds = {v.verdict for v in counted}
-    if "insufficient" in kinds:
+    if kinds & NO_DECISION:
         return "error"
     if "fail" in kinds:
         return "stopped"
     if "review" in kinds:
         return "review"
     return "passed"
+
+
+NO_DECISION = frozenset({"insufficient", "unstable"})
+
+
+def no_decision_reason(verdicts: list[Verdict], blocking: dict[str, bool] | None = None) -> str:
+    """Why an ``error`` outcome decided nothing, in one text: unstable figures first (they ask
+    for a re-run), then missing or invalid evidence."""
+    blocking = blocking or {}
+    counted = [v for v in verdicts if blocking.get(v.key, True)]
+    parts = []
+    unstable = [v for v in counted if v.verdict == "unstable"]
+    if unstable:
+        parts.append("unstable: " + "; ".join(f"{v.key}: {v.explanation}" for v in unstable)
+                     + " — the rounds disagree beyond the tolerance; re-run the gate "
+                       "(an unstable measurement cannot count)")
+    missing = [v.explanation for v in counted if v.verdict == "insufficient"]
+    if missing:
+        parts.append("insufficient evidence: " + "; ".join(missing))
+    return "\n".join(parts)
 
 
 @dataclass(frozen=True)
@@ -197,3 +259,187 @@ def derive_line_efficiency(samples: list[Sample]) -> list[DerivedSample]:
                 {**read.labels, **links[0].labels}, node, (read.id, links[0].id),
             ))
     return derived
+
+
+# --- G3: the tier comparison, its repeatability and the shared read-back ---------------------
+
+BASELINE_ARM = "local"  # METRICS.md: ttft_reduction and throughput_gain against local NVMe
+TIERLESS_ARMS = frozenset({"recompute"})  # no KV connector: no external hit is expected
+CI_LEVEL = 0.95
+# Two-sided 95 % Student t quantiles t(0.975; df) for df = 1 … 30 (standard tables); beyond 30
+# rounds the normal quantile (1.96) is within 4 % of t and is used instead. With two rounds
+# (df = 1) the interval is mean ± 12.706 × s ÷ √2: two rounds say little, and the CI shows it.
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+# derived figure → (measured figure it compares, formula)
+COMPARISONS = {
+    "ttft_reduction": ("ttft_p50", lambda arm, base: 1 - arm / base),
+    "throughput_gain": ("output_throughput", lambda arm, base: arm / base - 1),
+}
+_TIER_EVIDENCE = ("external_prefix_cache_hit_tokens", "working_set_bytes", "host_tier_bytes")
+
+
+def t_interval(values: list[float]) -> tuple[float, float]:
+    """The 95 % confidence interval of the mean of ``values`` (Student t; two or more)."""
+    n = len(values)
+    if n < 2:
+        raise ValueError("a confidence interval needs at least two values")
+    centre, spread = statistics.fmean(values), statistics.stdev(values)
+    q = T_975[n - 2] if n - 1 <= len(T_975) else statistics.NormalDist().inv_cdf(0.975)
+    half = q * spread / math.sqrt(n)
+    return centre - half, centre + half
+
+
+def _round_key(label: str) -> tuple[int, str]:
+    return (int(label), label) if label.isdigit() else (10**9, label)
+
+
+def _tier_invalid(node: str, arm: str, round_: str,
+                  evidence: dict[str, Sample]) -> tuple[str, tuple[int, ...]]:
+    """Why the arm pass cannot count ("" when it can) and the evidence ids judged."""
+    ids = tuple(s.id for s in evidence.values())
+    if arm in TIERLESS_ARMS:
+        return "", ids
+    where = f"arm {arm}, round {round_}" + (f" on {node}" if node else "")
+    hits = evidence.get("external_prefix_cache_hit_tokens")
+    if hits is None:
+        return (f"no external-tier hit count from the engine's /metrics ({where}): the use of "
+                f"the {arm} tier cannot be shown"), ids
+    if hits.value <= 0:
+        return f"no external-tier hits: the {arm} tier was not used ({where})", ids
+    working_set, host = evidence.get("working_set_bytes"), evidence.get("host_tier_bytes")
+    if working_set is None or host is None:
+        return (f"no tier sizing ({where}): it cannot be shown that the working set exceeds "
+                f"the host-memory tier"), ids
+    if working_set.value <= host.value:
+        return (f"the working set ({working_set.value / 1e9:.1f} GB) does not exceed the "
+                f"host-memory tier ({host.value / 1e9:.1f} GB) ({where}): hits may come from "
+                f"DRAM, not the {arm} tier"), ids
+    return "", ids
+
+
+def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
+    """The G3 comparison of the measured passes (labels ``phase=compare``, ``pass=measured``),
+    per node and concurrency (METRICS.md):
+
+    * ``ttft_reduction`` = 1 − ttft_p50(arm) ÷ ttft_p50(local) and ``throughput_gain`` =
+      output_throughput(arm) ÷ output_throughput(local) − 1 for every other arm, per round
+      (label ``round``) and as the mean of the rounds (``round=mean``, ``rounds=N``), with its
+      95 % t-interval as ``ci_low`` / ``ci_high`` (``figure`` names the figure) from two rounds
+      on. Inputs: both arms' figures and the tier evidence judged.
+    * ``round_deviation`` = max over later rounds of \\|round i − round 1\\| ÷ round 1, per arm
+      and measured figure (``figure`` = ttft_p50 / output_throughput).
+
+    A comparison round is marked ``invalid`` (with the reason) when either arm with a KV tier
+    shows no external-tier hit in its /metrics window, or its working set does not exceed its
+    host-memory tier; the mean is invalid when any round is.
+    """
+    passes: dict[tuple, dict[str, Sample]] = defaultdict(dict)
+    evidence: dict[tuple, dict[str, Sample]] = defaultdict(dict)
+    for s in samples:
+        labels = s.labels
+        if labels.get("phase") != "compare" or "arm" not in labels or "round" not in labels:
+            continue
+        if s.metric in ("ttft_p50", "output_throughput") and labels.get("pass") == "measured":
+            key = (s.node, labels.get("concurrency", ""), labels["arm"], labels["round"])
+            passes[key].setdefault(s.metric, s)
+        elif s.metric in _TIER_EVIDENCE:
+            evidence[(s.node, labels["arm"], labels["round"])].setdefault(s.metric, s)
+
+    derived: list[DerivedSample] = []
+    rounds_of: dict[tuple, list[tuple[str, float, tuple[int, ...], str]]] = defaultdict(list)
+    for (node, concurrency, arm, round_), figures in sorted(
+            passes.items(), key=lambda item: (*item[0][:3], _round_key(item[0][3]))):
+        base = passes.get((node, concurrency, BASELINE_ARM, round_))
+        if arm == BASELINE_ARM or base is None:
+            continue
+        reason, arm_ids = _tier_invalid(node, arm, round_, evidence[(node, arm, round_)])
+        base_reason, base_ids = _tier_invalid(node, BASELINE_ARM, round_,
+                                              evidence[(node, BASELINE_ARM, round_)])
+        reason = reason or base_reason
+        for metric, (figure, formula) in COMPARISONS.items():
+            mine, theirs = figures.get(figure), base.get(figure)
+            if mine is None or theirs is None or theirs.value <= 0:
+                continue
+            value = formula(mine.value, theirs.value)
+            ids = (mine.id, theirs.id, *arm_ids, *base_ids)
+            labels = {"arm": arm, "baseline": BASELINE_ARM, "round": round_,
+                      "concurrency": concurrency}
+            if reason:
+                labels["invalid"] = reason
+            derived.append(DerivedSample(metric, value, "ratio", labels, node, ids))
+            rounds_of[(node, concurrency, arm, metric)].append((round_, value, ids, reason))
+
+    for (node, concurrency, arm, metric), rounds in rounds_of.items():
+        values = [value for _, value, _, _ in rounds]
+        ids = tuple(dict.fromkeys(i for _, _, round_ids, _ in rounds for i in round_ids))
+        labels = {"arm": arm, "baseline": BASELINE_ARM, "round": "mean",
+                  "rounds": str(len(rounds)), "concurrency": concurrency}
+        reasons = [reason for _, _, _, reason in rounds if reason]
+        if reasons:
+            labels["invalid"] = reasons[0]
+        derived.append(DerivedSample(metric, statistics.fmean(values), "ratio", labels, node,
+                                     ids))
+        if len(values) >= 2:
+            low, high = t_interval(values)
+            ci_labels = {**labels, "figure": metric, "level": f"{CI_LEVEL:g}"}
+            derived.append(DerivedSample("ci_low", low, "ratio", ci_labels, node, ids))
+            derived.append(DerivedSample("ci_high", high, "ratio", dict(ci_labels), node, ids))
+
+    series: dict[tuple, list[tuple[str, Sample]]] = defaultdict(list)
+    for (node, concurrency, arm, round_), figures in passes.items():
+        for figure, s in figures.items():
+            series[(node, concurrency, arm, figure)].append((round_, s))
+    for (node, concurrency, arm, figure), rounds in sorted(series.items()):
+        if len(rounds) < 2:
+            continue
+        rounds.sort(key=lambda item: _round_key(item[0]))
+        first = rounds[0][1]
+        if first.value <= 0:
+            continue
+        deviation = max(abs(s.value - first.value) / first.value for _, s in rounds[1:])
+        derived.append(DerivedSample(
+            "round_deviation", deviation, "ratio",
+            {"figure": figure, "arm": arm, "concurrency": concurrency}, node,
+            tuple(s.id for _, s in rounds),
+        ))
+    return derived
+
+
+def derive_readback(samples: list[Sample],
+                    arrays: Mapping[str, tuple[str, float]]) -> list[DerivedSample]:
+    """The shared read-back (RUNBOOK §4.5; labels ``phase=readback``): per array, the sum of its
+    nodes' ``rx_bandwidth`` (``scope=aggregate``) and ``line_efficiency`` = that sum ÷ the
+    **array port's** line rate, not the sum of the nodes' NICs.
+
+    ``arrays`` maps a node name to (array name, array port line rate in B/s); nodes without an
+    array are left out. Each node's rate is its own window's mean (two samples around its
+    measured pass), so the sum is the aggregate when the nodes ran together, as the plan
+    starts them.
+    """
+    groups: dict[tuple[str, float], list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.metric == "rx_bandwidth" and s.labels.get("phase") == "readback" and s.node in arrays:
+            groups[arrays[s.node]].append(s)
+    derived = []
+    for (array, line_rate), chosen in sorted(groups.items()):
+        total = math.fsum(s.value for s in chosen)
+        labels = {"scope": "aggregate", "array": array,
+                  "nodes": str(len({s.node for s in chosen})),
+                  "array_line_rate": f"{line_rate:.0f}"}
+        ids = tuple(s.id for s in chosen)
+        derived.append(DerivedSample("rx_bandwidth", total, "B/s", labels, "", ids))
+        if line_rate > 0:
+            derived.append(DerivedSample("line_efficiency", total / line_rate, "ratio",
+                                         dict(labels), "", ids))
+    return derived
+
+
+def derive_all(samples: list[Sample],
+               arrays: Mapping[str, tuple[str, float]] | None = None) -> list[DerivedSample]:
+    """Every derived figure of a gate run's samples (each derivation finds its own inputs and
+    yields nothing without them): line efficiency per node, the G3 tier comparison and
+    repeatability, the aggregate read-back per array (``arrays``: see ``derive_readback``)."""
+    return [*derive_line_efficiency(samples), *derive_kv_tier(samples),
+            *derive_readback(samples, arrays or {})]

@@ -1,4 +1,5 @@
-"""Workflows on engagements and gates: seeding, run order, decisions, re-opening.
+"""Workflows on engagements and gates: seeding, run order, decisions, re-opening, accepting a
+review.
 
 Keyword-only functions named ``<noun>_<verb>``. Evaluation itself is the pure
 ``gates.evaluation``; this module feeds it from the database and records what it decided.
@@ -184,3 +185,47 @@ def engagement_reopen(*, engagement: Engagement, actor: str, reason: str) -> Eng
     engagement.stopped_reason = ""
     engagement.save(update_fields=["state", "stopped_reason"])
     return engagement
+
+
+@transaction.atomic
+def gate_review_accept(*, gate: Gate, actor: str, reason: str) -> Gate:
+    """A person accepts a gate in review (a figure outside the reference range on the good side,
+    DOMAIN.md G3) with a reason: the gate passes, and the acceptance — who, why, which decision
+    and figures — goes into the audit trail. The signed report of the review decision stays as
+    it was. ValueError when the gate is not in review or the reason is blank."""
+    if not reason or not reason.strip():
+        raise ValueError("accepting a review needs a reason")
+    gate = Gate.objects.select_for_update().get(pk=gate.pk)
+    if gate.state != Gate.State.REVIEW:
+        raise ValueError(f"{gate.code} of {gate.engagement.name} is {gate.state}, not in review")
+    decision = gate.decisions.filter(outcome=Decision.Outcome.REVIEW).order_by(
+        "-decided_at", "-id").first()
+    reviewed = [] if decision is None else [
+        {"criterion": v.criterion_snapshot["key"], "metric": v.criterion_snapshot["metric"],
+         "requirement": v.criterion_snapshot["requirement"], "measured": v.measured_value,
+         "explanation": v.explanation}
+        for v in decision.verdicts.filter(verdict="review")
+    ]
+    AuditEntry.objects.create(
+        engagement=gate.engagement, actor=actor, action="review accepted",
+        reason=reason.strip(),
+        details={"gate": gate.code, "decision": decision.id if decision else None,
+                 "gate_run": decision.gate_run_id if decision else None,
+                 "sentence": decision.sentence if decision else "", "reviewed": reviewed},
+    )
+    gate.state = Gate.State.PASSED
+    gate.save(update_fields=["state"])
+    engagement = gate.engagement
+    if not engagement.gates.filter(order__gt=gate.order).exists():
+        engagement.state = Engagement.State.ACCEPTED
+        engagement.save(update_fields=["state"])
+    return gate
+
+
+def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, float]]:
+    """Node name → (array serial, the array port's line rate in B/s) for every node that reads
+    an array: the denominator of the aggregate read-back (``evaluation.derive_readback``)."""
+    return {
+        node.name: (node.array.serial, node.array.link_speed_mbps * 1e6 / 8)
+        for node in engagement.nodes.select_related("array").filter(array__isnull=False)
+    }

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Literal
 
-Outcome = Literal["passed", "stopped", "error"]
+Outcome = Literal["passed", "stopped", "error", "review"]
 Verdict = Literal["pass", "fail", "insufficient", "review"]
 
-OUTCOMES: tuple[str, ...] = ("passed", "stopped", "error")
+OUTCOMES: tuple[str, ...] = ("passed", "stopped", "error", "review")
 VERDICTS: tuple[str, ...] = ("pass", "fail", "insufficient", "review")
 
 

@@ -18,7 +18,7 @@ TEMPLATE = "reports/gate_report.html"
 SIMULATED_MARK = "SIMULATED EVIDENCE — lab stand-in tools, not customer hardware"
 IMPORTED_MARK = "IMPORTED EVIDENCE — collected by the customer's script, not by the service"
 
-OUTCOME_WORDS = {"passed": "PASSED", "stopped": "STOPPED", "error": "ERROR"}
+OUTCOME_WORDS = {"passed": "PASSED", "stopped": "STOPPED", "error": "ERROR", "review": "REVIEW"}
 VERDICT_WORDS = {
     "pass": "PASS",
     "fail": "FAIL",

@@ -264,7 +264,7 @@ def _store(gate: Gate, bundles: list[_Bundle], imported_by: str) -> GateRun:
                 simulated=SIMULATED_MARKER.encode() in stderr,
                 origin=GateRun.Origin.IMPORTED, host=str(host)[:253],
             )
-            if run.exit_code != 0:
+            if not spec.parse_exit(run.exit_code):
                 run.state = ProbeRun.State.FAILED
                 run.error_kind, run.error = services._exit_error(run.exit_code, stderr)
                 run.save(update_fields=["state", "error_kind", "error"])

@@ -25,6 +25,7 @@ class GateRun(models.Model):
         EVALUATING = "evaluating"
         DONE = "done"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     class Origin(models.TextChoices):
         SSH = "ssh", "collected over SSH"
@@ -38,6 +39,11 @@ class GateRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    probe_timeouts = models.JSONField(
+        default=dict, blank=True, help_text="per-run timeout overrides: {probe: seconds}"
+    )
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_by = models.CharField(max_length=150, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -58,13 +64,24 @@ class NodeJob(models.Model):
 
     class State(models.TextChoices):
         QUEUED = "queued"
+        CONNECTING = "connecting"
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (State.CONNECTING, State.RUNNING)
+    TERMINAL = (State.DONE, State.FAILED, State.CANCELLED)
 
     gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="node_jobs")
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="jobs")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="when its task was sent (concurrency bound)"
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="last sign of life of the worker executing it"
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error_kind = models.CharField(max_length=32, blank=True)
@@ -89,8 +106,10 @@ class ProbeRun(models.Model):
 
     class State(models.TextChoices):
         RUNNING = "running"
+        PARSING = "parsing"
         PARSED = "parsed"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     class ErrorKind(models.TextChoices):
         NONE = "", "none"
@@ -102,6 +121,9 @@ class ProbeRun(models.Model):
         COMMAND_NOT_FOUND = "command_not_found", "command not found"
         PARSE = "parse", "unparseable output"
         PARAMETERS = "parameters", "invalid probe parameters"
+        CANCELLED = "cancelled"
+        LOST = "lost", "lost (the worker running it stopped)"
+        OUTPUT_CAP = "output_cap", "output larger than the stored cap"
 
     gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="probe_runs")
     node = models.ForeignKey(
@@ -127,6 +149,12 @@ class ProbeRun(models.Model):
     error = models.TextField(blank=True)
     simulated = models.BooleanField(default=False)
     origin = models.CharField(max_length=16, default=GateRun.Origin.SSH)
+    remote_token = models.CharField(
+        max_length=64, blank=True, help_text="names the run's process-group file on the node"
+    )
+    progress = models.FloatField(null=True, blank=True, help_text="percent, where the tool says")
+    stdout_size = models.BigIntegerField(default=0)
+    stderr_size = models.BigIntegerField(default=0)
     host = models.CharField(max_length=253, blank=True,
                             help_text="host name the node reported (imported bundles)")
 
@@ -166,3 +194,22 @@ class Measurement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.metric}={self.value:g} {self.unit} {self.labels}"
+
+
+class OutputChunk(models.Model):
+    """Output of a running probe, stored as it arrives so a reader can follow it from any
+    byte offset. Folded into ``ProbeRun.stdout``/``stderr`` when the run ends."""
+
+    probe_run = models.ForeignKey(ProbeRun, on_delete=models.CASCADE, related_name="chunks")
+    stream = models.CharField(max_length=6)  # stdout | stderr
+    offset = models.BigIntegerField()
+    end = models.BigIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["probe_run", "stream", "offset"]
+        constraints = [models.UniqueConstraint(fields=["probe_run", "stream", "offset"],
+                                               name="output_chunk_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.probe_run_id} {self.stream} [{self.offset}, {self.end})"

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 
 from gates import evaluation
+from gates.services import node_array_line_rates
 from runners.models import GateRun
 from runners.parsers import parse_output
 from runners.parsers.base import ParseError
@@ -79,7 +80,8 @@ def gate_run_reevaluate(*, gate_run: GateRun) -> Reevaluation:
             samples.append(evaluation.Sample(next_id, m.metric, m.value, m.unit, m.labels,
                                              run.node.name if run.node else ""))
             next_id -= 1
-    for d in evaluation.derive_line_efficiency(samples):
+    arrays = node_array_line_rates(engagement=gate_run.gate.engagement)
+    for d in evaluation.derive_all(samples, arrays):
         samples.append(evaluation.Sample(next_id, d.metric, d.value, d.unit, d.labels, d.node))
         next_id -= 1
     decision = getattr(gate_run, "decision", None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -26,12 +27,19 @@ from gates import evaluation
 from gates.models import Gate
 from gates.services import GateRefused, decision_record, gate_check_runnable
 from runners.lab.scenarios import SIMULATED_MARKER
-from runners.models import GateRun, Measurement, NodeJob, ProbeRun
+from runners.live import OUTPUT_CAP_BYTES, OutputRecorder, cancel_requested, heartbeat
+from runners.models import GateRun, Measurement, NodeJob, OutputChunk, ProbeRun
 from runners.parsers import PARSERS, parse_output
 from runners.parsers.base import ParseError
 from runners.plans import node_steps
-from runners.probes import Probe, ProbeParameterError, probe
-from runners.transport import SSHConnection, SSHTarget, TransportError
+from runners.probes import Probe, ProbeParameterError, kill_command, probe
+from runners.transport import (
+    CommandCancelled,
+    CommandTimeout,
+    SSHConnection,
+    SSHTarget,
+    TransportError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +79,10 @@ def _roles_needed(gate: Gate) -> set[str]:
 
 
 @transaction.atomic
-def gate_run_start(*, gate: Gate, started_by: str) -> GateRun:
-    """Create a run of ``gate`` and dispatch one Celery task per node (on commit).
+def gate_run_start(*, gate: Gate, started_by: str,
+                   probe_timeouts: dict[str, int] | None = None) -> GateRun:
+    """Create a run of ``gate`` and dispatch one Celery task per node (on commit), at most the
+    site's ``max_parallel_nodes`` at once. ``probe_timeouts`` overrides probe timeouts (s).
 
     Raises GateRefused when the gate may not run (order, stopped engagement, missing nodes).
     """
@@ -90,28 +100,25 @@ def gate_run_start(*, gate: Gate, started_by: str) -> GateRun:
         )
     attempt = (gate.runs.aggregate(m=Max("attempt"))["m"] or 0) + 1
     gate_run = GateRun.objects.create(gate=gate, attempt=attempt, started_by=started_by,
-                                      state=GateRun.State.RUNNING)
+                                      state=GateRun.State.RUNNING,
+                                      probe_timeouts=dict(probe_timeouts or {}))
     for step in gate.probe_plan:
         if step["role"] == "service":
             _service_probe_run(gate_run=gate_run, probe_name=step["probe"])
-    jobs = [NodeJob.objects.create(gate_run=gate_run, node=node) for node in nodes]
-
-    from runners.tasks import node_job_execute
-
-    def send() -> None:
-        for job in jobs:
-            node_job_execute.delay(node_job_id=job.id)
-
-    transaction.on_commit(send)
+    NodeJob.objects.bulk_create(NodeJob(gate_run=gate_run, node=node) for node in nodes)
+    transaction.on_commit(lambda: node_jobs_dispatch(gate_run_id=gate_run.id))
     return gate_run
 
 
 def node_target(node: Node) -> SSHTarget:
+    """Where and how to reach ``node``: through its jump host (``via``) when it has one."""
     credential = node.credential
     return SSHTarget(
         name=node.name, host=node.address, port=node.port, user=node.ssh_user,
         host_key=node.host_key, private_key=credential.private_key(),
         passphrase=credential.passphrase(), connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+        connect_retries=settings.SSH_CONNECT_RETRIES,
+        via=node_target(node.jump_host) if node.jump_host_id else None,
     )
 
 
@@ -169,20 +176,46 @@ def _exit_error(exit_code: int | None, stderr: bytes) -> tuple[str, str]:
     return "exit_status", f"exited with status {exit_code}: {detail}"
 
 
+def _fold_output(run: ProbeRun, recorder: OutputRecorder, stdout: bytes, stderr: bytes) -> None:
+    """The full raw output replaces the live chunks (one copy kept), capped as stated."""
+    run.stdout = stdout[:OUTPUT_CAP_BYTES]
+    run.stderr = stderr[:OUTPUT_CAP_BYTES]
+    run.stdout_size, run.stderr_size = len(run.stdout), len(run.stderr)
+    run.stdout_sha256 = _sha256(bytes(run.stdout))
+    run.simulated = SIMULATED_MARKER.encode() in run.stderr
+    run.progress = recorder.progress
+    OutputChunk.objects.filter(probe_run=run).delete()
+
+
+def _kill_remote(ctx: _JobContext, run: ProbeRun) -> str:
+    """Kill the run's process group on the node; returns what the node said (gone/absent)."""
+    try:
+        result = ctx.connection.run(kill_command(run.remote_token, sudo=ctx.job.node.use_sudo),
+                                    timeout=20)
+        said = result.stdout.decode(errors="replace").strip() or f"exit {result.exit_code}"
+        return said if result.exit_code == 0 else f"NOT confirmed gone: {said}"
+    except TransportError as error:
+        return f"NOT confirmed gone: {error}"
+
+
 def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
                       labels: dict | None = None, arm: str = "") -> ProbeRun:
-    """Run one probe on the job's node: store raw output and hash first, then parse.
+    """Run one probe on the job's node: output stored as it arrives, the raw output and its hash
+    kept before anything is parsed, then parsed.
 
     ``labels`` are added to every measurement of the run, ``arm`` names its G3 tier arm.
+    Raises TransportError (after recording it) when the node cannot be used any more, and
+    CommandCancelled when the gate run was cancelled (the remote command killed first).
     """
     job = ctx.job
     node = job.node
+    override = job.gate_run.probe_timeouts.get(spec.name)
     run = ProbeRun(gate_run=job.gate_run, node=node, probe=spec.name, parser=spec.parser,
                    parser_version=PARSERS[spec.parser].PARSER_VERSION, parameters=dict(values),
                    labels=dict(labels or {}), arm=arm,
                    started_at=timezone.now(), origin=GateRun.Origin.SSH)
     try:
-        run.command = spec.command(values, sudo=node.use_sudo)
+        run.command = spec.command(values, sudo=node.use_sudo, timeout_s=override)
     except ProbeParameterError as error:
         run.state, run.error_kind, run.error = ProbeRun.State.FAILED, "parameters", str(error)
         run.finished_at = run.started_at
@@ -190,27 +223,55 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
         return run
     version = _tool_version(ctx, spec)
     run.save()
+    run.remote_token = f"pr-{run.id}-{secrets.token_hex(4)}"
+    run.save(update_fields=["remote_token"])
+    sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
+    recorder = OutputRecorder(run, job, spec.progress)
+    seconds = (override or spec.timeout_s) + 15
+    fields = ["exit_code", "stdout", "stderr", "stdout_sha256", "finished_at", "simulated",
+              "state", "error_kind", "error", "tool_version", "stdout_size", "stderr_size",
+              "progress"]
     try:
-        result = ctx.connection.run(run.command, timeout=spec.timeout_s + 15)
+        result = ctx.connection.run(sent, timeout=seconds, on_output=recorder.on_output,
+                                    on_tick=recorder.on_tick)
     except TransportError as error:
-        run.state, run.error_kind, run.error = ProbeRun.State.FAILED, error.kind, str(error)
+        recorder.flush()
+        stdout = b"".join(bytes(c.data) for c in run.chunks.filter(stream="stdout"))
+        stderr = b"".join(bytes(c.data) for c in run.chunks.filter(stream="stderr"))
+        _fold_output(run, recorder, stdout, stderr)
         run.finished_at = timezone.now()
         run.tool_version = version.result()
-        run.save(update_fields=["state", "error_kind", "error", "finished_at", "tool_version"])
+        run.error_kind, run.error = error.kind, str(error)
+        run.state = ProbeRun.State.FAILED
+        if isinstance(error, CommandCancelled | CommandTimeout):
+            said = _kill_remote(ctx, run)
+            run.error = f"{error}; remote process group: {said}"
+            if isinstance(error, CommandCancelled):
+                run.state = ProbeRun.State.CANCELLED
+        run.save(update_fields=fields)
         raise
+    recorder.flush()
     run.tool_version = version.result()
     run.exit_code = result.exit_code
-    run.stdout, run.stderr = result.stdout, result.stderr
-    run.stdout_sha256 = _sha256(result.stdout)
     run.finished_at = result.finished_at
-    run.simulated = SIMULATED_MARKER.encode() in result.stderr
-    if result.exit_code != 0:
+    _fold_output(run, recorder, result.stdout, result.stderr)
+    if result.exit_code != 0 and cancel_requested(run.gate_run_id):
+        # The canceller killed it on the node before this worker noticed the request.
+        run.state, run.error_kind = ProbeRun.State.CANCELLED, "cancelled"
+        run.error = f"cancelled: the remote command ended with status {result.exit_code}"
+        run.save(update_fields=fields)
+        raise CommandCancelled(f"{node.name}: {spec.name} cancelled")
+    if recorder.capped:
+        run.state, run.error_kind = ProbeRun.State.FAILED, "output_cap"
+        run.error = f"output exceeded the stored cap of {OUTPUT_CAP_BYTES >> 20} MiB per stream"
+    elif result.exit_code is None or not spec.parse_exit(result.exit_code):
         run.state = ProbeRun.State.FAILED
         run.error_kind, run.error = _exit_error(result.exit_code, result.stderr)
-    run.save(update_fields=["exit_code", "stdout", "stderr", "stdout_sha256", "finished_at",
-                            "simulated", "state", "error_kind", "error", "tool_version"])
-    if run.state != ProbeRun.State.FAILED:
-        _parse_and_store(run, result.stdout)
+    else:
+        run.state = ProbeRun.State.PARSING
+    run.save(update_fields=fields)
+    if run.state == ProbeRun.State.PARSING:
+        _parse_and_store(run, bytes(run.stdout))
     return run
 
 
@@ -232,9 +293,14 @@ def _for_each_values(job: NodeJob, rule: dict) -> list[str]:
 
 
 def node_job_execute(*, node_job_id: int) -> None:
-    """Claim and run one node's part of a gate run; the last job to finish evaluates the gate."""
+    """Claim and run one node's part of a gate run; the last job to finish evaluates the gate.
+
+    A duplicate delivery finds the job claimed and does nothing. The job heartbeats while it
+    runs (``recover_lost_jobs`` fails jobs whose worker died).
+    """
+    now = timezone.now()
     claimed = NodeJob.objects.filter(id=node_job_id, state=NodeJob.State.QUEUED).update(
-        state=NodeJob.State.RUNNING, started_at=timezone.now()
+        state=NodeJob.State.CONNECTING, started_at=now, heartbeat_at=now
     )
     if not claimed:
         logger.info("node job %s already claimed; duplicate delivery ignored", node_job_id)
@@ -244,8 +310,12 @@ def node_job_execute(*, node_job_id: int) -> None:
     steps = node_steps(gate_run.gate, job.node)
     try:
         with SSHConnection(node_target(job.node)) as connection:
+            NodeJob.objects.filter(id=job.id).update(state=NodeJob.State.RUNNING,
+                                                     heartbeat_at=timezone.now())
             ctx = _JobContext(job, connection, {})
             for step in steps:
+                if cancel_requested(gate_run.id):
+                    raise CommandCancelled("cancelled before the next probe")
                 spec = probe(step["probe"])
                 values = _plan_values(step, spec, job.node, gate_run)
                 rule = step.get("for_each")
@@ -256,7 +326,10 @@ def node_job_execute(*, node_job_id: int) -> None:
                                           values={**values, rule["param"]: item})
                 else:
                     probe_run_execute(ctx=ctx, spec=spec, values=values, **tags)
+                heartbeat(job)
         job.state = NodeJob.State.DONE
+    except CommandCancelled as error:
+        job.state, job.error_kind, job.error = NodeJob.State.CANCELLED, "cancelled", str(error)
     except TransportError as error:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, error.kind, str(error)
     except Exception as error:  # recorded, never swallowed silently: the run becomes an error
@@ -264,14 +337,49 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.state, job.error_kind = NodeJob.State.FAILED, "internal"
         job.error = f"{type(error).__name__}: {error}"
     job.finished_at = timezone.now()
-    job.save(update_fields=["state", "error_kind", "error", "finished_at"])
+    # Only a job still ours is finished here (recovery may have declared it lost meanwhile).
+    NodeJob.objects.filter(id=job.id, state__in=NodeJob.ACTIVE).update(
+        state=job.state, error_kind=job.error_kind, error=job.error, finished_at=job.finished_at
+    )
+    node_jobs_dispatch(gate_run_id=gate_run.id)
     gate_run_finish_if_complete(gate_run_id=gate_run.id)
+
+
+def node_jobs_dispatch(*, gate_run_id: int) -> int:
+    """Send tasks for queued jobs of a run, keeping at most the site's ``max_parallel_nodes``
+    in flight. Each job is sent once (claimed by a conditional update). Returns how many."""
+    gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
+    if gate_run.cancel_requested_at:
+        return 0
+    limit = gate_run.gate.engagement.max_parallel_nodes
+    sent = 0
+    from runners.tasks import node_job_execute as task
+
+    while True:
+        in_flight = NodeJob.objects.filter(
+            gate_run_id=gate_run_id, dispatched_at__isnull=False,
+            state__in=[NodeJob.State.QUEUED, *NodeJob.ACTIVE]).count()
+        if in_flight >= limit:
+            return sent
+        candidate = NodeJob.objects.filter(gate_run_id=gate_run_id, dispatched_at__isnull=True,
+                                           state=NodeJob.State.QUEUED).order_by("id").first()
+        if candidate is None:
+            return sent
+        if NodeJob.objects.filter(id=candidate.id, dispatched_at__isnull=True).update(
+                dispatched_at=timezone.now()):
+            sent += 1
+            task.delay(node_job_id=candidate.id)
 
 
 def gate_run_finish_if_complete(*, gate_run_id: int) -> None:
     """When every node job is done, claim evaluation once and evaluate."""
     if NodeJob.objects.filter(gate_run_id=gate_run_id,
-                              state__in=[NodeJob.State.QUEUED, NodeJob.State.RUNNING]).exists():
+                              state__in=[NodeJob.State.QUEUED, *NodeJob.ACTIVE]).exists():
+        return
+    if cancel_requested(gate_run_id):
+        GateRun.objects.filter(id=gate_run_id, state=GateRun.State.RUNNING).update(
+            state=GateRun.State.CANCELLED, finished_at=timezone.now()
+        )
         return
     claimed = GateRun.objects.filter(id=gate_run_id, state=GateRun.State.RUNNING).update(
         state=GateRun.State.EVALUATING
@@ -313,7 +421,11 @@ def _samples(gate_run: GateRun) -> list[evaluation.Sample]:
 @transaction.atomic
 def _store_derived(gate_run: GateRun, samples: list[evaluation.Sample]) -> None:
     nodes = {n.name: n for n in gate_run.engagement.nodes.all()}
-    for d in evaluation.derive_line_efficiency(samples):
+    # G3 (issue 4): all derivations, the aggregate read-back against each array's port.
+    from gates.services import node_array_line_rates
+
+    arrays = node_array_line_rates(engagement=gate_run.engagement)
+    for d in evaluation.derive_all(samples, arrays):
         row = Measurement.objects.create(
             gate_run=gate_run, node=nodes.get(d.node), metric=d.metric, value=d.value,
             unit=d.unit, labels=d.labels, derived=True,
@@ -353,10 +465,10 @@ def gate_run_evaluate(*, gate_run_id: int) -> GateRun:
     specs = [criterion_spec(c) for c in criteria]
     samples = _samples(gate_run)
     verdicts = [evaluation.evaluate_criterion(spec, samples) for spec in specs]
-    outcome = evaluation.gate_outcome(verdicts, {s.key: s.blocking for s in specs})
-    if outcome == "error":
-        missing = [v.explanation for v in verdicts if v.verdict == "insufficient"]
-        return _fail(gate_run, "insufficient evidence: " + "; ".join(missing))
+    blocking = {s.key: s.blocking for s in specs}
+    outcome = evaluation.gate_outcome(verdicts, blocking)
+    if outcome == "error":  # insufficient or unstable (issue 4): no decision, says why
+        return _fail(gate_run, evaluation.no_decision_reason(verdicts, blocking))
     _store_deviations(gate_run, criteria, verdicts)
     decision = decision_record(gate_run=gate_run, verdicts=verdicts, criteria=criteria,
                                outcome=outcome)

@@ -1,6 +1,7 @@
 """Celery tasks: thin doors onto ``runners.services``. They take ids, keyword-only."""
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 from runners import services
 
@@ -13,3 +14,11 @@ def node_job_execute(*, node_job_id: int) -> None:
 @shared_task(name="runners.gate_run_evaluate", acks_late=False)
 def gate_run_evaluate(*, gate_run_id: int) -> None:
     services.gate_run_evaluate(gate_run_id=gate_run_id)
+
+
+@worker_ready.connect
+def recover_on_start(**_kwargs) -> None:
+    """A worker that starts (again) first settles runs a dead worker left behind."""
+    from runners.control import recover_lost_jobs
+
+    recover_lost_jobs()

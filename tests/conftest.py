@@ -9,6 +9,18 @@ import pytest
 from acceptance.celery import app as celery_app
 
 
+@pytest.fixture(autouse=True)
+def restore_logging_handlers():
+    """A command run through ManagementUtility calls django.setup(), which re-binds the root
+    logger's console handler to whatever stderr pytest is capturing then; put them back."""
+    import logging
+
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    yield
+    root.handlers[:] = handlers
+
+
 @pytest.fixture(scope="session")
 def signing_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("signing")

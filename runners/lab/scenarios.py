@@ -1,9 +1,13 @@
 """Lab scenarios: the figures the stand-in tools print on a lab node.
 
 In the lab a real OpenSSH server on 127.0.0.1 plays the customer's nodes, and the hardware-bound
-tools (``nvme``, ``ethtool``, ``fio``, ``vllm``) are replaced by the stand-in executables in
-``runners/lab/standins/``, placed first on that node's PATH. A stand-in prints output in the exact
-format of the real tool (RUNBOOK.md §2.1-2.4, §3.1, §3.2, §3.4), filled with the figures of one
+tools (``nvme``, ``ethtool``, ``fio``, ``vllm`` — the benchmark client and the serving engine —
+and, for G3, ``cat`` of the RDMA port counters, ``findmnt`` of the cache filesystems and
+``sysctl`` for the page-cache drop) are replaced by the stand-in executables in
+``runners/lab/standins/``, placed first on that node's PATH (``cat``, ``findmnt`` and ``fio``
+simulate only their hardware targets and run the real tool otherwise). A stand-in prints output
+in the exact format of the real tool (RUNBOOK.md §2.1-2.4, §3.1-3.4, §4), filled with the figures
+of one
 scenario below, and writes :data:`SIMULATED_MARKER` (plus the scenario name) to stderr so the
 runner labels the evidence as simulated.
 
@@ -21,7 +25,15 @@ Schema (every value plain JSON)::
      "link": {"interface": str, "speed_mbps": int},
      "fio": {"device": str, "read_bandwidth": float},
      "bench": {"concurrency": int, "median_ttft_ms": float, "output_throughput": float,
-               "num_prompts": int}}
+               "num_prompts": int},
+     "kv": {"host_tier_gb": float, "kv_bytes_per_token": int,
+            "warmup": {"median_ttft_ms": float, "output_throughput": float},
+            "arms": {ARM: {"median_ttft_ms": [float, ...], "output_throughput": [float, ...],
+                           "external_hit_ratio": float}}},
+     "rdma": {"device": str, "port": int, "array_port_readback": float,
+              "rx_bandwidth": float | None},
+     "mounts": {str: str},
+     "per_node": {str(int): {section: {...}}}}
 
 Figures and their meaning:
 
@@ -53,6 +65,29 @@ local-NVMe arm, concurrency 16: TTFT p50 17.31 s, 53.6 tok/s (G2 passes within �
   * ``median_ttft_ms`` — ``median_ttft_ms`` and ``p50_ttft_ms`` of the saved result (ms).
   * ``output_throughput`` — ``output_throughput`` in output tokens per second.
   * ``num_prompts`` — requests completed when the command gives no ``--num-prompts``.
+``kv`` — the G3 cold-resume comparison (RUNBOOK §4.1-4.4) against reference R2 at concurrency 16
+(array 11.85 s / 74.9 tok/s, local NVMe 17.31 s / 53.6 tok/s, full recompute 149.48 s / 4.1).
+  * ``host_tier_gb`` — ``max_local_cpu_size`` the lab writes into its LMCache configs (the
+    host-memory tier the working set must exceed, RUNBOOK §4.2).
+  * ``kv_bytes_per_token`` — bytes of KV cache per token; the engine stand-in counts external
+    hits × this as bytes read from the array tier (``lmcache:num_remote_read_bytes``).
+  * ``warmup`` — what a warm-up (populate) pass prints: the tier is cold, so prefill is
+    recomputed (R2 full recompute, c16).
+  * ``arms`` — per arm (``local``, ``array``, ``recompute``) the measured pass's figures, one per
+    round (round 1, 2, …; the last repeats for later rounds), and ``external_hit_ratio``: the
+    share of each prefix's first request served by the external tier (LMCache) in a measured
+    pass; 0 means the tier was never hit (an invalid arm). An engine started without
+    ``--kv-transfer-config`` never reports external hits.
+``rdma`` — the inference node's RDMA port (RUNBOOK §3.3): ``device`` and ``port`` name the sysfs
+counter ``/sys/class/infiniband/DEV/ports/PORT/counters/port_rcv_data`` the ``cat`` stand-in
+simulates (4-byte words, growing at the node's read-back rate). ``array_port_readback`` is
+what the array's port delivers in all (B/s) when the nodes read back together; ``lab up``
+gives each of N nodes ``array_port_readback ÷ N`` as its ``rx_bandwidth`` unless that is set
+(``null``: the whole figure on one node).
+``mounts`` — mount point → source device as ``findmnt`` reports it on the inference node (the
+G3 cache-flush guard checks the cache directory is on the expected device).
+``per_node`` — overrides merged into inference node *i*'s scenario only (``lab up --nodes N``,
+nodes 1 … N), e.g. ``{"3": {"rdma": {"rx_bandwidth": 0.3e9}}}`` makes node 3 read back slowly.
 """
 
 from __future__ import annotations
@@ -74,7 +109,7 @@ SCENARIO_FALLBACK_FILENAME = "acceptance-lab-scenario.json"
 
 #: Where the stand-in executables live, and their names (the lab copies them into a bin dir).
 STANDIN_DIR = Path(__file__).resolve().parent / "standins"
-STANDIN_TOOLS = ("nvme", "ethtool", "fio", "vllm")
+STANDIN_TOOLS = ("nvme", "ethtool", "fio", "vllm", "cat", "findmnt", "sysctl")
 
 # R2 reference, local-NVMe arm, concurrency 16 (DOMAIN.md): what the G2 baseline is compared with.
 R2_LOCAL_NVME_C16_TTFT_P50_MS = 17310.0
@@ -82,6 +117,12 @@ R2_LOCAL_NVME_C16_OUTPUT_THROUGHPUT = 53.6
 
 # 100 GbE line rate in B/s (100000 Mb/s × 1e6 / 8).
 LINE_RATE_100GBE = 12.5e9
+
+# R2, concurrency 16 (DOMAIN.md): TTFT p50 (ms) and output tok/s per G3 arm.
+R2_C16 = {"local": (17310.0, 53.6), "array": (11850.0, 74.9), "recompute": (149480.0, 4.1)}
+# Qwen3-Coder-480B-A35B: 62 layers × 8 KV heads × head_dim 128, bf16 KV cache:
+# 2 × 62 × 8 × 128 × 2 B = 253952 B per token (RUNBOOK §4.2 formula).
+KV_BYTES_PER_TOKEN = 253952
 
 
 def marker_line(name: str) -> str:
@@ -131,7 +172,46 @@ def _healthy() -> dict:
             # Requests per measured pass (RUNBOOK §3.4 command).
             "num_prompts": 256,
         },
+        "kv": {
+            # max_local_cpu_size of the lab's LMCache configs: 64 GB, far below the working
+            # set (64 prefixes × 30000 tokens × 253952 B ≈ 488 GB).
+            "host_tier_gb": 64,
+            "kv_bytes_per_token": KV_BYTES_PER_TOKEN,
+            # A warm-up pass finds the tier cold: full prefill, as R2's recompute column.
+            "warmup": {"median_ttft_ms": 149480.0, "output_throughput": 4.1},
+            "arms": {
+                # Round 1 is R2 at c16; round 2 drifts by 1 % (local) and 1.5 % (array), so
+                # the rounds agree within 5 %: ttft_reduction 0.315 / 0.312, throughput_gain
+                # 0.397 / 0.391 (mean 0.394: inside +29 % … +40 %).
+                "local": {"median_ttft_ms": [17310.0, 17483.0],
+                          "output_throughput": [53.6, 53.06], "external_hit_ratio": 1.0},
+                "array": {"median_ttft_ms": [11850.0, 12028.0],
+                          "output_throughput": [74.9, 73.78], "external_hit_ratio": 1.0},
+                "recompute": {"median_ttft_ms": [149480.0], "output_throughput": [4.1],
+                              "external_hit_ratio": 0.0},
+            },
+        },
+        "rdma": {
+            "device": "mlx5_0",
+            "port": 1,
+            # 11.0e9 / 12.5e9 = 88 % of the array port's line rate, shared by the nodes.
+            "array_port_readback": 11.0e9,
+            "rx_bandwidth": None,
+        },
+        # RUNBOOK §4.1: the array's cache filesystem on /mnt/fx, the baseline's on the local
+        # PCIe NVMe.
+        "mounts": {"/mnt/fx": "/dev/nvme1n1", "/mnt/local-nvme": "/dev/nvme0n1"},
+        "per_node": {},
     }
+
+
+def _merge(base: dict, overrides: dict) -> dict:
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and value:
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
 
 
 def _variant(name: str, description: str, **changes: dict) -> dict:
@@ -139,8 +219,14 @@ def _variant(name: str, description: str, **changes: dict) -> dict:
     base["name"] = name
     base["description"] = description
     for section, values in changes.items():
-        base[section].update(values)
+        _merge(base[section], values)
     return base
+
+
+def _kv_arm(arm: str, ttft_ms: list[float], throughput: list[float],
+            hit_ratio: float = 1.0) -> dict:
+    return {"arms": {arm: {"median_ttft_ms": ttft_ms, "output_throughput": throughput,
+                           "external_hit_ratio": hit_ratio}}}
 
 
 SCENARIOS: dict[str, dict] = {
@@ -177,6 +263,37 @@ SCENARIOS: dict[str, dict] = {
             "output_throughput": 45.56,
         },
     ),
+    "kv-gain": _variant(
+        "kv-gain",
+        "G3 passes (R2-like): at c16 the array tier gives TTFT p50 11.85 s vs 17.31 s on local "
+        "NVMe (ttft_reduction 0.315) and 74.9 vs 53.6 tok/s (throughput_gain 0.397); round 2 "
+        "within 1.5 % of round 1; both tiers hit; 8 nodes read back 11.0e9 B/s together (88 % "
+        "of the array's 100 GbE port). G1 and G2 pass as in healthy.",
+    ),
+    "kv-no-gain": _variant(
+        "kv-no-gain",
+        "The array tier is no faster than local NVMe: TTFT p50 17.1 s vs 17.31 s (reduction "
+        "0.012), 54.2 vs 53.6 tok/s (gain 0.011); both tiers hit. G3 stops on ttft_reduction "
+        "and throughput_gain.",
+        # 1 − 17100/17310 = 0.012; 54.2/53.6 − 1 = 0.011 (round 2: 0.016, 0.016).
+        kv=_kv_arm("array", [17100.0, 17200.0], [54.2, 53.9]),
+    ),
+    "kv-no-tier-hits": _variant(
+        "kv-no-tier-hits",
+        "The array arm's figures look like R2 (they would pass) but its engine reports no "
+        "external-tier hit tokens: the array tier was not used, so the arm cannot count. G3 is "
+        "an error (insufficient evidence), not a pass.",
+        # The R2 figures of kv-gain, with no external-tier hits in the array arm.
+        kv=_kv_arm("array", [11850.0, 12028.0], [74.9, 73.78], hit_ratio=0.0),
+    ),
+    "unstable-rounds": _variant(
+        "unstable-rounds",
+        "Round 2 of the array arm differs from round 1 by more than 5 % (TTFT p50 12.80 s vs "
+        "11.85 s: +8 %; 69.66 vs 74.9 tok/s: −7 %): the measurement is unstable and G3 is an "
+        "error asking for a re-run, although the means would pass.",
+        # 11850 × 1.08 = 12798; 74.9 × 0.93 = 69.657 → round_deviation 0.08 and 0.07 > 0.05.
+        kv=_kv_arm("array", [11850.0, 12798.0], [74.9, 69.66]),
+    ),
 }
 
 
@@ -187,15 +304,6 @@ def scenario(name: str) -> dict:
     except KeyError:
         known = ", ".join(sorted(SCENARIOS))
         raise KeyError(f"unknown lab scenario {name!r}; known scenarios: {known}") from None
-
-
-def _merge(base: dict, overrides: dict) -> dict:
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict) and value:
-            _merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
 
 
 def scenario_with(name: str, overrides: dict | None = None) -> dict:
@@ -216,3 +324,16 @@ def write_scenario_file(path: str | Path, name_or_scenario: str | dict,
     path = Path(path)
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
+
+
+def node_scenario(figures: dict, index: int, count: int) -> dict:
+    """The scenario of inference node ``index`` (1 … ``count``) of a lab: ``figures`` with its
+    ``per_node`` entry merged in, and its share of the array port's read-back (``rdma.
+    rx_bandwidth`` = ``array_port_readback`` ÷ ``count`` unless set)."""
+    data = copy.deepcopy(figures)
+    own = data.pop("per_node", {}).get(str(index), {})
+    data["per_node"] = {}
+    _merge(data, own)
+    if data["rdma"].get("rx_bandwidth") is None:
+        data["rdma"]["rx_bandwidth"] = data["rdma"]["array_port_readback"] / count
+    return data

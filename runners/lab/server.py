@@ -48,6 +48,11 @@ class LabServer:
         return "127.0.0.1"
 
 
+def keypair() -> tuple[str, str]:
+    """A new Ed25519 key pair: (OpenSSH private key text, public key line)."""
+    return _keypair()
+
+
 def _keypair() -> tuple[str, str]:
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
@@ -78,7 +83,9 @@ def _install_standins(bin_dir: Path) -> None:
             continue
         text = tool.read_text()
         if text.startswith("#!"):
-            text = f"#!{sys.executable}\n" + text.split("\n", 1)[1]
+            # -I -S: stdlib only, no site packages or user environment: a stand-in starts in
+            # a third of the time (they run for every probe, cat for every cat).
+            text = f"#!{sys.executable} -IS\n" + text.split("\n", 1)[1]
         _write(bin_dir / tool.name, text, 0o755)
 
 
@@ -95,8 +102,15 @@ def _wait_for_banner(port: int, deadline_s: float = 10.0) -> None:
 
 
 def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] | None = None,
-                 path_prefix: list[Path] | None = None) -> LabServer:
-    """Start a lab sshd in ``directory`` (made anew) serving ``scenario``'s stand-in tools."""
+                 path_prefix: list[Path] | None = None,
+                 allow_tcp_forwarding: bool = False,
+                 client_key: tuple[str, str] | None = None) -> LabServer:
+    """Start a lab sshd in ``directory`` (made anew) serving ``scenario``'s stand-in tools.
+
+    ``allow_tcp_forwarding``: let it act as a jump host (bastion) for other lab servers.
+    ``client_key``: the (private, public) OpenSSH key pair it authorises (one engineer's key for
+    every node of a lab); a new pair when absent. The host key is always its own.
+    """
     if not Path(SSHD).exists():
         raise LabError(f"{SSHD} is missing: install Debian's openssh-server (scripts/setup)")
     server_stop(directory)
@@ -105,7 +119,7 @@ def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] |
     directory.mkdir(parents=True)
     directory.chmod(0o700)
     host_private, host_public = _keypair()
-    client_private, client_public = _keypair()
+    client_private, client_public = client_key or _keypair()
     _write(directory / "host_key", host_private)
     _write(directory / "host_key.pub", host_public + "\n")
     _write(directory / "client_key", client_private)
@@ -116,8 +130,11 @@ def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] |
     user = getpass.getuser()
     path = ":".join(str(p) for p in [*(path_prefix or []), bin_dir, "/usr/local/bin", "/usr/bin",
                                      "/bin"])
+    # SHLVL=1: bash then does not source the lab user's ~/.bashrc for each command (a
+    # developer's pyenv set-up there costs 0.3 s per command and reorders PATH); a lab node
+    # behaves like a clean one.
     env = {"PATH": path, "ACCEPTANCE_LAB_SCENARIO": str(directory / "scenario.json"),
-           **(extra_env or {})}
+           "SHLVL": "1", **(extra_env or {})}
     set_env = " ".join(f"{k}={v}" for k, v in env.items())
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
@@ -131,7 +148,8 @@ def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] |
             "PubkeyAuthentication yes", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
             "PermitRootLogin prohibit-password", f"AllowUsers {user}", "X11Forwarding no",
-            "AllowTcpForwarding no", "PermitTunnel no", "PrintMotd no", "LogLevel ERROR",
+            f"AllowTcpForwarding {'yes' if allow_tcp_forwarding else 'no'}",
+            "PermitTunnel no", "PrintMotd no", "LogLevel ERROR",
             "MaxSessions 64", "MaxStartups 64:30:128", f"SetEnv {set_env}", "",
         ])
         _write(directory / "sshd_config", config, 0o600)

@@ -1,18 +1,30 @@
 """The one place that talks to machines. Everything else hands it a command string.
 
-``SSHConnection`` (paramiko, host key pinned with RejectPolicy) is the only transport so far.
+``SSHConnection`` (paramiko, host keys pinned with RejectPolicy, optionally through jump hosts,
+connection set-up retried with back-off) is the only transport so far; ``host_key_presented``
+reads a node's host key for enrolment without logging in.
 """
 
 from .errors import (
     AuthenticationFailed,
+    CommandCancelled,
     CommandTimeout,
     HostKeyRejected,
     TransportError,
     Unreachable,
 )
-from .ssh import CommandResult, SSHConnection, SSHTarget
+from .ssh import (
+    MAX_JUMP_HOSTS,
+    CommandResult,
+    SSHConnection,
+    SSHTarget,
+    backoff_delay,
+    host_key_presented,
+    private_key_type,
+)
 
 __all__ = [
-    "AuthenticationFailed", "CommandResult", "CommandTimeout", "HostKeyRejected",
-    "SSHConnection", "SSHTarget", "TransportError", "Unreachable",
+    "MAX_JUMP_HOSTS", "AuthenticationFailed", "CommandCancelled", "CommandResult",
+    "CommandTimeout", "HostKeyRejected", "SSHConnection", "SSHTarget", "TransportError",
+    "Unreachable", "backoff_delay", "host_key_presented", "private_key_type",
 ]

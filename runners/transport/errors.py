@@ -1,7 +1,7 @@
 """Why a command could not be run on a node, told apart (no paramiko here).
 
-Every error message is safe to store and show: it names the node and what went wrong, never a key
-or passphrase.
+Every error message is safe to store and show: it names the node (and, behind a jump host, which
+hop failed) and what went wrong, never a key or passphrase.
 """
 
 
@@ -12,7 +12,18 @@ class TransportError(Exception):
 
 
 class Unreachable(TransportError):
+    """No SSH session could be set up (refused, timed out, reset before authentication), or it
+    was lost.
+
+    ``transient`` says whether trying again may help: a refused or timed-out connection may be a
+    node rebooting; a jump host that forbids forwarding will refuse again.
+    """
+
     kind = "unreachable"
+
+    def __init__(self, message: str, *, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class AuthenticationFailed(TransportError):
@@ -27,3 +38,9 @@ class HostKeyRejected(TransportError):
 
 class CommandTimeout(TransportError):
     kind = "timeout"
+
+
+class CommandCancelled(TransportError):
+    """The command was stopped because its run was cancelled (the connection stays usable)."""
+
+    kind = "cancelled"

@@ -100,11 +100,16 @@ def simulated(done: subprocess.CompletedProcess, name: str) -> bool:
 
 def test_scenarios_are_plain_json_with_the_schema():
     assert set(SCENARIOS) == {"healthy", "missing-drive", "failed-self-test", "slow-link",
-                              "baseline-off"}
+                              "baseline-off", "kv-gain", "kv-no-gain", "kv-no-tier-hits",
+                              "unstable-rounds"}
     for name, data in SCENARIOS.items():
         assert json.loads(json.dumps(data)) == data
         assert data["name"] == name
-        assert set(data) == {"name", "description", "drives", "link", "fio", "bench"}
+        assert set(data) == {"name", "description", "drives", "link", "fio", "bench", "kv",
+                             "rdma", "mounts", "per_node"}
+        assert set(data["kv"]) == {"host_tier_gb", "kv_bytes_per_token", "warmup", "arms"}
+        assert set(data["kv"]["arms"]) == {"local", "array", "recompute"}
+        assert set(data["rdma"]) == {"device", "port", "array_port_readback", "rx_bandwidth"}
         assert set(data["drives"]) == {"count", "model", "serial_prefix", "firmware",
                                        "failed_self_test", "critical_warning"}
         assert set(data["link"]) == {"interface", "speed_mbps"}

@@ -68,3 +68,14 @@ def test_it_summarises_scripted_probes_for_people():
 def test_it_names_the_known_probes_for_an_unknown_one():
     with pytest.raises(KeyError, match="nvme_inventory"):
         probe("rm_rf")
+
+
+def test_it_parses_smartctl_output_whatever_findings_its_exit_bits_report():
+    spec = probe("smartctl_health")
+    # bit 2 (a SMART command failed), bits 3-7 (disk failing, prefail, log errors): still data.
+    assert spec.parse_exit(0) and spec.parse_exit(4) and spec.parse_exit(216)
+    # bit 0 (command line error) and bit 1 (device open failed): no health data at all.
+    assert not spec.parse_exit(1) and not spec.parse_exit(2) and not spec.parse_exit(6)
+    assert not probe("nvme_smart_log").parse_exit(4)
+    assert shlex.split(spec.command({"device": "/dev/nvme0"}))[-4:] == [
+        "smartctl", "-j", "-a", "/dev/nvme0"]

@@ -169,7 +169,7 @@ def test_it_refuses_an_unknown_engagement_or_gate(transactional_db):
 def test_it_refuses_a_gate_without_probes_yet(lab):
     engagement, _ = lab("healthy")
     Gate.objects.filter(engagement=engagement).update(state=Gate.State.PASSED)
-    code, _, err = run_gate(engagement.name, "G3")
+    code, _, err = run_gate(engagement.name, "G4")
     assert code == 2 and "no probes" in err
     code, _, err = run_gate(engagement.name, "G9")
     assert code == 2 and "has no gate 'G9'" in err

@@ -13,7 +13,9 @@ from django.core.management.base import BaseCommand
 
 from acceptance.models import Engagement
 from gates.services import GateRefused, gate_get
+from runners.control import recover_lost_jobs
 from runners.models import GateRun
+from runners.probes import PROBES
 from runners.services import gate_run_start
 from runners.templatetags.units import measurement_text
 
@@ -30,28 +32,50 @@ class Command(BaseCommand):
                             help="seconds to wait for the decision (default 6 h)")
         parser.add_argument("--started-by", default=getpass.getuser(),
                             help="who launched the run (recorded)")
+        parser.add_argument("--probe-timeout", action="append", default=[], metavar="PROBE=S",
+                            help="override a probe's timeout for this run, e.g. "
+                                 "fio_seqread=120 (repeatable)")
 
     def fail(self, message: str) -> None:
         self.stderr.write(message)
         sys.exit(EXIT_FAILED)
 
-    def handle(self, *args, engagement, gate, timeout, started_by, **options):
+    def parse_timeouts(self, items: list[str]) -> dict[str, int]:
+        timeouts = {}
+        for item in items:
+            name, _, seconds = item.partition("=")
+            if name not in PROBES:
+                self.fail(f"error: --probe-timeout {item!r}: unknown probe {name!r} "
+                          f"(probes: {', '.join(sorted(PROBES))})")
+            if not seconds.isdigit() or not 1 <= int(seconds) <= 7 * 24 * 3600:
+                self.fail(f"error: --probe-timeout {item!r}: seconds must be 1 … 604800")
+            timeouts[name] = int(seconds)
+        return timeouts
+
+    def handle(self, *args, engagement, gate, timeout, started_by, probe_timeout, **options):
+        timeouts = self.parse_timeouts(probe_timeout)
         found = Engagement.objects.filter(name=engagement).first()
         if found is None:
             self.fail(f"error: no engagement named {engagement!r}")
         try:
             gate_obj = gate_get(engagement=found, code=gate)
-            gate_run = gate_run_start(gate=gate_obj, started_by=started_by)
+            gate_run = gate_run_start(gate=gate_obj, started_by=started_by,
+                                      probe_timeouts=timeouts)
         except GateRefused as refusal:
             self.fail(f"refused: {refusal}")
         self.stdout.write(f"{found.name} {gate_obj.code} {gate_obj.name}: run #{gate_run.attempt} "
                           f"(gate run id {gate_run.id}) dispatched to "
                           f"{gate_run.node_jobs.count()} node(s)")
         deadline = time.monotonic() + timeout
+        next_recovery = time.monotonic() + 30
         while True:
             gate_run.refresh_from_db()
-            if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED):
+            if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED,
+                                  GateRun.State.CANCELLED):
                 break
+            if time.monotonic() > next_recovery:  # a dead worker must not keep us waiting
+                recover_lost_jobs()
+                next_recovery = time.monotonic() + 30
             if time.monotonic() > deadline:
                 self.fail(f"error: no decision after {timeout:g} s; run #{gate_run.attempt} is "
                           f"still {gate_run.state}")
@@ -61,6 +85,8 @@ class Command(BaseCommand):
     def finish(self, gate_run) -> None:
         """Print what was decided (or why nothing was) and exit with the documented status."""
         self.print_probe_runs(gate_run)
+        if gate_run.state == GateRun.State.CANCELLED:
+            self.fail(f"run cancelled by {gate_run.cancel_requested_by} (no decision)")
         if gate_run.state == GateRun.State.FAILED:
             self.fail(f"run failed (no decision): {gate_run.error}")
         decision = gate_run.decision

@@ -1,0 +1,91 @@
+"""Enrolling a customer's nodes: trust on confirmation, never on first use.
+
+``host_key_fetch`` reads the host key a node presents (without logging in); ``node_enrol`` pins
+it only when the fingerprint an engineer read on the node's own console
+(``ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub``) is that key's. From then on the transport
+refuses any other key (``HostKeyRejected``). The node's private key is stored encrypted
+(``Credential``); nothing here ever prints or logs it.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from acceptance.models import AuditEntry, Credential, Engagement, Node, host_key_fingerprint
+from runners.transport import host_key_presented
+
+
+class EnrolmentRefused(Exception):
+    """The node was not enrolled: the fingerprint confirmed is not the key it presents."""
+
+
+def host_key_fetch(*, address: str, port: int, via: Node | None = None,
+                   timeout: float = 10) -> str:
+    """The public host key line (``"ssh-ed25519 AAAA…"``) ``address:port`` presents, read
+    without authenticating (Ed25519 preferred), through the enrolled jump host ``via`` if given.
+
+    Raises the transport's error (Unreachable, or HostKeyRejected / AuthenticationFailed for
+    the jump host) with a message naming the hop that failed.
+    """
+    from runners.services import node_target
+
+    return host_key_presented(address, port, via=node_target(via) if via else None,
+                              timeout=timeout)
+
+
+def node_fields_check(*, engagement: Engagement, name: str, role: str, address: str, port: int,
+                      ssh_user: str, jump_host: Node | None = None, **fields) -> None:
+    """Validate a node's fields before its host key is fetched (ValidationError)."""
+    node = Node(engagement=engagement, name=name, role=role, address=address, port=port,
+                ssh_user=ssh_user, jump_host=jump_host, **fields)
+    node.full_clean(exclude=["host_key", "host_key_fingerprint", "credential"])
+
+
+@transaction.atomic
+def node_enrol(*, engagement: Engagement, name: str, role: str, address: str, port: int,
+               ssh_user: str, credential: Credential, host_key: str, confirmed_fingerprint: str,
+               jump_host: Node | None = None, actor: str = "", **fields) -> Node:
+    """Create the node with ``host_key`` pinned, if ``confirmed_fingerprint`` is its fingerprint.
+
+    ``credential`` may be unsaved (it is saved with the node, or not at all). Raises
+    EnrolmentRefused when the fingerprints differ (the message shows both) and ValidationError
+    for bad fields. The enrolment is recorded in the engagement's audit trail.
+    """
+    presented = host_key_fingerprint(host_key)
+    key_type = host_key.split()[0]
+    confirmed = confirmed_fingerprint.strip()
+    if confirmed != presented:
+        raise EnrolmentRefused(
+            f"{name} ({address}:{port}) presents host key {presented} ({key_type}), not the "
+            f"confirmed {confirmed or '(none given)'}: not enrolled. Compare with "
+            f"'ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub' on the node's console; a "
+            "different key may mean another machine answers at that address."
+        )
+    if credential.pk is None:
+        credential.full_clean()
+        credential.save()
+    node = Node(engagement=engagement, name=name, role=role, address=address, port=port,
+                ssh_user=ssh_user, credential=credential, host_key=host_key.strip(),
+                host_key_fingerprint=presented, jump_host=jump_host, **fields)
+    node.full_clean()
+    node.save()
+    where = f"{address}:{port}" + (f" via {jump_host.name}" if jump_host else "")
+    AuditEntry.objects.create(
+        engagement=engagement, actor=actor or "unknown", action="node enrolled",
+        reason=f"{name} ({where}): host key {presented} confirmed against the node's console",
+        details={"node": name, "role": role, "address": address, "port": port,
+                 "host_key_fingerprint": presented, "key_type": key_type,
+                 "jump_host": jump_host.name if jump_host else None,
+                 "credential": credential.name},
+    )
+    return node
+
+
+def validation_text(error: ValidationError) -> str:
+    """``field: message; field: message`` — for commands."""
+    if hasattr(error, "error_dict"):
+        return "; ".join(f"{field}: {' '.join(messages)}" if field != "__all__"
+                         else " ".join(messages)
+                         for field, messages in error.message_dict.items())
+    return " ".join(error.messages)

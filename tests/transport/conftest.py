@@ -1,0 +1,1 @@
+from tests.transport.sshd import sshd  # noqa: F401 (fixture)
