@@ -40,10 +40,11 @@ def private_dirs(settings, tmp_path, signing_dir):
 
 @pytest.fixture
 def lab(transactional_db):
-    """``lab(scenario, **overrides) -> (engagement, server)``: a lab engagement on a real sshd."""
+    """``lab(scenario, nodes=1, **overrides) -> (engagement, array server)``: a lab engagement
+    whose nodes are real sshd servers on loopback."""
     from runners.lab.services import lab_up
 
-    def start(scenario: str, **overrides):
-        return lab_up(scenario_name=scenario, overrides=overrides or None)
+    def start(scenario: str, nodes: int = 1, **overrides):
+        return lab_up(scenario_name=scenario, overrides=overrides or None, nodes=nodes)
 
     return start
