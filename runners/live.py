@@ -28,8 +28,9 @@ CANCEL_CHECK_SECONDS = 1.0
 class OutputRecorder:
     """Collects a running probe's output into chunks; heartbeats; reports a cancel request."""
 
-    def __init__(self, run: ProbeRun, job: NodeJob, progress: str | None = None) -> None:
-        self.run, self.job = run, job
+    def __init__(self, run: ProbeRun, job: NodeJob, progress: str | None = None,
+                 cancellable: bool = True) -> None:
+        self.run, self.job, self.cancellable = run, job, cancellable
         self.progress_re = re.compile(progress) if progress else None
         self.pending: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self.stored = {"stdout": 0, "stderr": 0}
@@ -55,7 +56,7 @@ class OutputRecorder:
         now = time.monotonic()
         if now - self.last_flush >= FLUSH_SECONDS:
             self.flush()
-        if now - self.last_cancel_check >= CANCEL_CHECK_SECONDS:
+        if self.cancellable and now - self.last_cancel_check >= CANCEL_CHECK_SECONDS:
             self.last_cancel_check = now
             return cancel_requested(self.run.gate_run_id)
         return False

@@ -69,9 +69,10 @@ class NodeJob(models.Model):
         DONE = "done"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        TIMED_OUT = "timed_out", "timed out"
 
     ACTIVE = (State.CONNECTING, State.RUNNING)
-    TERMINAL = (State.DONE, State.FAILED, State.CANCELLED)
+    TERMINAL = (State.DONE, State.FAILED, State.CANCELLED, State.TIMED_OUT)
 
     gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="node_jobs")
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="jobs")

@@ -105,6 +105,9 @@ class Probe:
     node_params: Mapping[str, str] = field(default_factory=dict)  # param name -> Node field
     # Where the tool reports progress on stderr: a regex whose group 1 is a percentage.
     progress: str | None = None
+    # The probe that undoes this one (same parameters where it has them), run when the job ends
+    # early after this probe succeeded: a started serving engine is stopped on cancel or error.
+    cleanup: str | None = None
     # Which exit statuses still carry output to parse (smartctl's status is a bit mask of
     # findings, RUNBOOK §2.5); anything else is a failed run.
     parse_exit: Callable[[int], bool] = lambda code: code == 0
@@ -589,7 +592,7 @@ PROBES.update({
              "ready_polls": Param(int, 720, 1, 100_000)},
             _engine_start_argv,
             "serving engine for a G3 arm, started and polled until ready (RUNBOOK §4.1, §4.3)",
-            summary=_engine_start_summary,
+            summary=_engine_start_summary, cleanup="kv_engine_stop",
         ),
         Probe(
             "kv_tier_sizing", "inference", "vllm_metrics", ("vllm", "--version"), 30,

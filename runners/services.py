@@ -199,7 +199,8 @@ def _kill_remote(ctx: _JobContext, run: ProbeRun) -> str:
 
 
 def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
-                      labels: dict | None = None, arm: str = "") -> ProbeRun:
+                      labels: dict | None = None, arm: str = "",
+                      cancellable: bool = True) -> ProbeRun:
     """Run one probe on the job's node: output stored as it arrives, the raw output and its hash
     kept before anything is parsed, then parsed.
 
@@ -226,7 +227,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     run.remote_token = f"pr-{run.id}-{secrets.token_hex(4)}"
     run.save(update_fields=["remote_token"])
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
-    recorder = OutputRecorder(run, job, spec.progress)
+    recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15
     fields = ["exit_code", "stdout", "stderr", "stdout_sha256", "finished_at", "simulated",
               "state", "error_kind", "error", "tool_version", "stdout_size", "stderr_size",
@@ -255,7 +256,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     run.exit_code = result.exit_code
     run.finished_at = result.finished_at
     _fold_output(run, recorder, result.stdout, result.stderr)
-    if result.exit_code != 0 and cancel_requested(run.gate_run_id):
+    if result.exit_code != 0 and cancellable and cancel_requested(run.gate_run_id):
         # The canceller killed it on the node before this worker noticed the request.
         run.state, run.error_kind = ProbeRun.State.CANCELLED, "cancelled"
         run.error = f"cancelled: the remote command ended with status {result.exit_code}"
@@ -281,7 +282,8 @@ def _plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun | None) 
         values[param] = getattr(node, field) or None
     if "result_dir" in spec.params:  # per run over SSH; one fixed place for collection scripts
         run_dir = f"gate-run-{gate_run.id}" if gate_run else "collected"
-        values["result_dir"] = f"{RESULT_ROOT}/{run_dir}"
+        # Per node too: lab nodes (and nodes with a shared home) share one filesystem.
+        values["result_dir"] = f"{RESULT_ROOT}/{run_dir}/{node.name}"
     return values
 
 
@@ -308,30 +310,38 @@ def node_job_execute(*, node_job_id: int) -> None:
     job = NodeJob.objects.select_related("node__credential", "gate_run__gate").get(id=node_job_id)
     gate_run = job.gate_run
     steps = node_steps(gate_run.gate, job.node)
+    pending: dict[tuple, tuple] = {}  # undo steps owed: (probe, parameters) -> (spec, values)
     try:
         with SSHConnection(node_target(job.node)) as connection:
             NodeJob.objects.filter(id=job.id).update(state=NodeJob.State.RUNNING,
                                                      heartbeat_at=timezone.now())
             ctx = _JobContext(job, connection, {})
-            for step in steps:
-                if cancel_requested(gate_run.id):
-                    raise CommandCancelled("cancelled before the next probe")
-                spec = probe(step["probe"])
-                values = _plan_values(step, spec, job.node, gate_run)
-                rule = step.get("for_each")
-                tags = {"labels": step.get("labels") or {}, "arm": step.get("arm", "")}
-                if rule:
-                    for item in _for_each_values(job, rule):
-                        probe_run_execute(ctx=ctx, spec=spec, **tags,
-                                          values={**values, rule["param"]: item})
-                else:
-                    probe_run_execute(ctx=ctx, spec=spec, values=values, **tags)
-                heartbeat(job)
+            try:
+                for step in steps:
+                    if cancel_requested(gate_run.id):
+                        raise CommandCancelled("cancelled before the next probe")
+                    spec = probe(step["probe"])
+                    values = _plan_values(step, spec, job.node, gate_run)
+                    rule = step.get("for_each")
+                    tags = {"labels": step.get("labels") or {}, "arm": step.get("arm", "")}
+                    if rule:
+                        for item in _for_each_values(job, rule):
+                            probe_run_execute(ctx=ctx, spec=spec, **tags,
+                                              values={**values, rule["param"]: item})
+                    else:
+                        _track_cleanup(pending, spec, values, probe_run_execute(
+                            ctx=ctx, spec=spec, values=values, **tags))
+                    heartbeat(job)
+            finally:
+                # Undo steps still owed (an engine a cancelled arm left running), on the same
+                # connection while it is open.
+                _run_cleanups(ctx, pending)
         job.state = NodeJob.State.DONE
     except CommandCancelled as error:
         job.state, job.error_kind, job.error = NodeJob.State.CANCELLED, "cancelled", str(error)
     except TransportError as error:
-        job.state, job.error_kind, job.error = NodeJob.State.FAILED, error.kind, str(error)
+        state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
+        job.state, job.error_kind, job.error = state, error.kind, str(error)
     except Exception as error:  # recorded, never swallowed silently: the run becomes an error
         logger.exception("node job %s failed", node_job_id)
         job.state, job.error_kind = NodeJob.State.FAILED, "internal"
@@ -343,6 +353,31 @@ def node_job_execute(*, node_job_id: int) -> None:
     )
     node_jobs_dispatch(gate_run_id=gate_run.id)
     gate_run_finish_if_complete(gate_run_id=gate_run.id)
+
+
+def _track_cleanup(pending: dict, spec: Probe, values: dict, run: ProbeRun) -> None:
+    """Remember the undo step a successful probe owes (a started engine must be stopped), and
+    forget it once the plan itself ran that undo step with the same parameters."""
+    def key(name: str, params: dict) -> tuple:
+        return name, json.dumps(params, sort_keys=True, default=str)
+
+    if spec.cleanup and run.state == ProbeRun.State.PARSED:
+        undo = probe(spec.cleanup)
+        undo_values = {k: v for k, v in values.items() if k in undo.params}
+        pending[key(undo.name, undo_values)] = (undo, undo_values)
+    pending.pop(key(spec.name, values), None)
+
+
+def _run_cleanups(ctx: _JobContext, pending: dict) -> None:
+    """Run the undo steps still owed (best effort, not cancellable), e.g. stop an engine that a
+    cancelled or failed G3 arm left running on the node."""
+    for undo, values in list(pending.values()):
+        try:
+            probe_run_execute(ctx=ctx, spec=undo, values=values,
+                              labels={"phase": "cleanup"}, cancellable=False)
+        except Exception as error:  # the connection may be what failed; the job says why
+            logger.warning("cleanup %s on %s failed: %s", undo.name, ctx.job.node.name, error)
+    pending.clear()
 
 
 def node_jobs_dispatch(*, gate_run_id: int) -> int:
@@ -393,7 +428,8 @@ def gate_run_finish_if_complete(*, gate_run_id: int) -> None:
 def _evidence_errors(gate_run: GateRun) -> list[str]:
     errors = [
         f"{job.node.name}: {job.error_kind}: {job.error}"
-        for job in gate_run.node_jobs.select_related("node").filter(state=NodeJob.State.FAILED)
+        for job in gate_run.node_jobs.select_related("node").filter(
+            state__in=[NodeJob.State.FAILED, NodeJob.State.TIMED_OUT])
     ]
     for run in gate_run.probe_runs.select_related("node").filter(state=ProbeRun.State.FAILED):
         where = run.node.name if run.node else "service"

@@ -238,3 +238,29 @@ def test_g3_evidence_collected_by_script_is_decided_as_over_ssh(transactional_db
     assert derived(run, "ttft_reduction", round="mean").get().value == pytest.approx(
         ((1 - 11.85 / 17.31) + (1 - 12028 / 17483)) / 2)
     assert engines_left(engagement) == []
+
+
+def test_a_cancel_after_an_engine_started_stops_that_engine_on_the_node(transactional_db,
+                                                                        monkeypatch):
+    """The engine runs in its own session (it must outlive the probe that started it), so the
+    process-group kill of a cancel cannot reach it: the job runs the plan's undo step."""
+    from runners import services
+    from runners.transport import CommandCancelled
+
+    engagement = g3_lab("kv-gain", nodes=1)
+    real = services.probe_run_execute
+
+    def cancelled_at_drain(*, ctx, spec, values, **kwargs):
+        if spec.name == "kv_engine_drain":
+            assert engines_left(engagement), "the engine should be up at this point"
+            raise CommandCancelled("lab-inference-1: cancelled while draining")
+        return real(ctx=ctx, spec=spec, values=values, **kwargs)
+
+    monkeypatch.setattr(services, "probe_run_execute", cancelled_at_drain)
+    code, _, err = run_gate(engagement.name, "G3")
+    assert code == 2
+    run = g3_run(engagement)
+    cleanup = run.probe_runs.get(probe="kv_engine_stop", labels__phase="cleanup")
+    assert cleanup.state == ProbeRun.State.PARSED
+    assert engines_left(engagement) == []
+    assert run.node_jobs.get().state == "cancelled"
