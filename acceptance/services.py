@@ -42,15 +42,34 @@ def node_fields_check(*, engagement: Engagement, name: str, role: str, address: 
     node.full_clean(exclude=["host_key", "host_key_fingerprint", "credential"])
 
 
+def _login_check(node: Node) -> None:
+    """Log in with the node's credential over its pinned key and run ``true``."""
+    from runners.services import node_target
+    from runners.transport import SSHConnection, TransportError
+
+    try:
+        with SSHConnection(node_target(node)) as connection:
+            result = connection.run("true", timeout=30)
+    except TransportError as error:
+        raise EnrolmentRefused(f"{node.name}: the login check failed ({error.kind}): {error}; "
+                               f"not enrolled") from None
+    if result.exit_code != 0:
+        raise EnrolmentRefused(f"{node.name}: logged in, but 'true' exited {result.exit_code}; "
+                               f"not enrolled")
+
+
 @transaction.atomic
 def node_enrol(*, engagement: Engagement, name: str, role: str, address: str, port: int,
                ssh_user: str, credential: Credential, host_key: str, confirmed_fingerprint: str,
-               jump_host: Node | None = None, actor: str = "", **fields) -> Node:
+               jump_host: Node | None = None, actor: str = "", verify_login: bool = True,
+               **fields) -> Node:
     """Create the node with ``host_key`` pinned, if ``confirmed_fingerprint`` is its fingerprint.
 
     ``credential`` may be unsaved (it is saved with the node, or not at all). Raises
-    EnrolmentRefused when the fingerprints differ (the message shows both) and ValidationError
-    for bad fields. The enrolment is recorded in the engagement's audit trail.
+    EnrolmentRefused when the fingerprints differ (the message shows both) or, with
+    ``verify_login``, when the credential does not log in (checked with ``true`` over the pinned
+    connection), and ValidationError for bad fields. The enrolment is recorded in the
+    engagement's audit trail.
     """
     presented = host_key_fingerprint(host_key)
     key_type = host_key.split()[0]
@@ -62,12 +81,15 @@ def node_enrol(*, engagement: Engagement, name: str, role: str, address: str, po
             f"'ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub' on the node's console; a "
             "different key may mean another machine answers at that address."
         )
-    if credential.pk is None:
-        credential.full_clean()
-        credential.save()
     node = Node(engagement=engagement, name=name, role=role, address=address, port=port,
                 ssh_user=ssh_user, credential=credential, host_key=host_key.strip(),
                 host_key_fingerprint=presented, jump_host=jump_host, **fields)
+    if verify_login:
+        _login_check(node)
+    if credential.pk is None:
+        credential.full_clean()
+        credential.save()
+    node.credential = credential
     node.full_clean()
     node.save()
     where = f"{address}:{port}" + (f" via {jump_host.name}" if jump_host else "")

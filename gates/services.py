@@ -77,8 +77,8 @@ def gate_check_runnable(*, gate: Gate) -> None:
     if engagement.state == Engagement.State.STOPPED:
         raise GateRefused(
             f"{gate.code}: engagement {engagement.name} is stopped ({engagement.stopped_reason}) "
-            f"Gates after a stop do not run until a person re-opens the engagement with a reason "
-            f"(manage.py reopen_engagement {engagement.name} --reason '…')."
+            f"No gate runs, the stopped one included, until a person re-opens the engagement "
+            f"with a reason (manage.py reopen_engagement {engagement.name} --reason '…')."
         )
     if engagement.state == Engagement.State.ACCEPTED:
         raise GateRefused(f"{gate.code}: engagement {engagement.name} is already accepted.")

@@ -125,6 +125,18 @@ def test_it_shows_both_fingerprints_when_the_service_refuses(engagement, sshd):
     assert not Credential.objects.exists()
 
 
+def test_it_refuses_a_credential_the_node_does_not_accept(engagement, sshd):
+    node_server = sshd("node")
+    private = keypair().private  # a valid key, but not in the node's authorized_keys
+    with pytest.raises(EnrolmentRefused, match=r"login check failed \(authentication\)"):
+        node_enrol(engagement=engagement, name="gpu-01", role="array", address="127.0.0.1",
+                   port=node_server.port, ssh_user=node_server.user,
+                   credential=Credential.from_secret("stranger", private),
+                   host_key=node_server.host_key,
+                   confirmed_fingerprint=host_key_fingerprint(node_server.host_key))
+    assert not Credential.objects.exists() and not Node.objects.exists()
+
+
 def test_it_refuses_bad_fields_before_contacting_the_node(engagement, sshd, tmp_path):
     node_server = sshd("node")
     server.server_stop(node_server.directory)  # a fetch would fail as unreachable instead

@@ -206,3 +206,25 @@ def test_it_runs_real_fio_on_a_scratch_file_over_the_same_ssh_path(lab, tmp_path
     stored = Measurement.objects.get(probe_run=run, metric="read_bandwidth")
     assert expected > 0
     assert (stored.value, stored.unit) == (expected, "B/s")
+
+
+def test_it_refuses_probe_timeouts_that_are_malformed_or_not_in_the_gate(lab):
+    engagement, _ = lab("healthy")
+    for value, message in [
+        ("nvme_inventory", "expected PROBE=SECONDS"),
+        ("nvme_inventory=abc", "seconds must be 1 … 604800"),
+        ("nosuch=10", "unknown probe 'nosuch'"),
+        ("fio_seqread=120", "fio_seqread, which G1 does not run"),
+    ]:
+        err = io.StringIO()
+        with pytest.raises(SystemExit) as exit_info:
+            call_command("run_gate", engagement.name, "G1", "--probe-timeout", value,
+                         stdout=io.StringIO(), stderr=err)
+        assert exit_info.value.code == 2 and message in err.getvalue(), err.getvalue()
+    assert not GateRun.objects.filter(gate__engagement=engagement).exists()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("run_gate", engagement.name, "G1", "--probe-timeout", "nvme_inventory=30",
+                     stdout=io.StringIO())
+    assert exit_info.value.code == 0
+    assert GateRun.objects.get(gate__engagement=engagement).probe_timeouts == {
+        "nvme_inventory": 30}

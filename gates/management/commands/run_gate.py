@@ -15,6 +15,7 @@ from acceptance.models import Engagement
 from gates.services import GateRefused, gate_get
 from runners.control import recover_lost_jobs
 from runners.models import GateRun
+from runners.plans import node_steps
 from runners.probes import PROBES
 from runners.services import gate_run_start
 from runners.templatetags.units import measurement_text
@@ -43,7 +44,10 @@ class Command(BaseCommand):
     def parse_timeouts(self, items: list[str]) -> dict[str, int]:
         timeouts = {}
         for item in items:
-            name, _, seconds = item.partition("=")
+            name, equals, seconds = item.partition("=")
+            if not equals:
+                self.fail(f"error: --probe-timeout {item!r}: expected PROBE=SECONDS, "
+                          f"e.g. fio_seqread=120")
             if name not in PROBES:
                 self.fail(f"error: --probe-timeout {item!r}: unknown probe {name!r} "
                           f"(probes: {', '.join(sorted(PROBES))})")
@@ -59,6 +63,13 @@ class Command(BaseCommand):
             self.fail(f"error: no engagement named {engagement!r}")
         try:
             gate_obj = gate_get(engagement=found, code=gate)
+            planned = {step["probe"] for node in found.nodes.all()
+                       for step in node_steps(gate_obj, node)}
+            stray = sorted(set(timeouts) - planned)
+            if stray:
+                self.fail(f"error: --probe-timeout names {', '.join(stray)}, which "
+                          f"{gate_obj.code} does not run (its probes: "
+                          f"{', '.join(sorted(planned)) or 'none'})")
             gate_run = gate_run_start(gate=gate_obj, started_by=started_by,
                                       probe_timeouts=timeouts)
         except GateRefused as refusal:
