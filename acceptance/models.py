@@ -293,3 +293,27 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor}: {self.action}"
+
+
+class Membership(models.Model):
+    """A person's role in the service: the vendor's project managers and engineers work on every
+    engagement; a customer belongs to one organisation and sees only its engagements."""
+
+    class Role(models.TextChoices):
+        PROJECT_MANAGER = "project_manager", "project manager"
+        ENGINEER = "engineer", "engineer"
+        CUSTOMER = "customer", "customer"
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="membership")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.PROTECT, null=True, blank=True, related_name="members",
+        help_text="required for customers: the organisation whose engagements they see",
+    )
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.get_role_display()})"
+
+    def clean(self) -> None:
+        if self.role == self.Role.CUSTOMER and self.organisation_id is None:
+            raise ValidationError({"organisation": "a customer belongs to an organisation"})

@@ -1,17 +1,16 @@
-"""URL configuration."""
+"""URL configuration: pages per app, the API under /api/, admin, login and language switch."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
-
-from runners import views as runner_views
+from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("engagements/<slug:name>/gates/<str:code>/evidence/", runner_views.gate_evidence,
-         name="gate-evidence"),
-    path("engagements/<slug:name>/gates/<str:code>/collect/<slug:node>.py",
-         runner_views.collection_script_download, name="collection-script"),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("api/", include("acceptance.api.urls")),
+    path("", include("acceptance.web_urls")),
+    path("", include("runners.urls")),
+    path("", include("reports.urls")),
 ]

@@ -1,0 +1,1 @@
+"""The REST API (token authentication, same permissions as the pages)."""

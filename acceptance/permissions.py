@@ -1,0 +1,69 @@
+"""Who may see and do what. Every view and API endpoint asks here, on the object.
+
+Roles (``Membership.role``): project managers and engineers (the vendor's staff) see every
+engagement; a customer sees only their organisation's. Superusers may do everything. Someone
+with no membership sees nothing. Objects a user may not see answer 404, so their existence is
+not revealed.
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from acceptance.models import Engagement, Membership
+
+Role = Membership.Role
+STAFF_ROLES = (Role.PROJECT_MANAGER, Role.ENGINEER)
+
+
+def role_of(user) -> str | None:
+    """The user's role, ``"superuser"`` for superusers, or None."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    if user.is_superuser:
+        return "superuser"
+    membership = getattr(user, "membership", None)
+    try:
+        return membership.role if membership else None
+    except Membership.DoesNotExist:
+        return None
+
+
+def has_role(user, *roles: str) -> bool:
+    """True for a superuser, or a user whose role is one of ``roles``."""
+    role = role_of(user)
+    return role == "superuser" or (role is not None and role in roles)
+
+
+def engagements_for(user) -> QuerySet[Engagement]:
+    """The engagements ``user`` may see."""
+    role = role_of(user)
+    if role == "superuser" or role in STAFF_ROLES:
+        return Engagement.objects.all()
+    if role == Role.CUSTOMER:
+        return Engagement.objects.filter(customer_id=user.membership.organisation_id)
+    return Engagement.objects.none()
+
+
+def engagement_for(user, name: str) -> Engagement:
+    """The engagement ``name`` if ``user`` may see it; Http404 otherwise (also when absent)."""
+    try:
+        return engagements_for(user).select_related("customer").get(name=name)
+    except Engagement.DoesNotExist:
+        raise Http404("no such engagement") from None
+
+
+def can_view(user, engagement: Engagement) -> bool:
+    return engagements_for(user).filter(pk=engagement.pk).exists()
+
+
+def roles_context(request) -> dict:
+    """Template context: the user's role and what the navigation may offer."""
+    user = request.user
+    return {
+        "user_role": role_of(user),
+        "is_project_manager": has_role(user, Role.PROJECT_MANAGER),
+        "is_engineer": has_role(user, Role.ENGINEER),
+        "is_customer": role_of(user) == Role.CUSTOMER,
+    }

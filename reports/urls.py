@@ -1,0 +1,9 @@
+"""Report downloads and verification pages."""
+
+from django.urls import path
+
+from reports import views
+
+urlpatterns = [
+    path("reports/verify/", views.report_verify, name="report-verify"),
+]
