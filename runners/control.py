@@ -117,6 +117,16 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
         lines.append(f"{job.gate_run} on {job.node.name}: {reason}")
         logger.warning("recovered lost node job %s: %s", job.id, reason)
         gate_run_finish_if_complete(gate_run_id=job.gate_run_id)
-    # A run left in "evaluating" by a dead worker is evaluated again (evaluation is idempotent
-    # only before a decision exists).
+    # A run left in "evaluating" by a worker that died while deciding: no decision was
+    # recorded (that is one transaction), so it ends as an error asking for a re-run.
+    for gate_run in GateRun.objects.filter(state=GateRun.State.EVALUATING, decision__isnull=True):
+        last = gate_run.node_jobs.order_by("-finished_at").values_list("finished_at", flat=True)
+        finished = next(iter(last), None) or gate_run.created_at
+        if finished >= cutoff:
+            continue
+        reason = ("evaluation lost: the worker evaluating this run stopped before recording a "
+                  "decision; re-run the gate")
+        if GateRun.objects.filter(id=gate_run.id, state=GateRun.State.EVALUATING).update(
+                state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
+            lines.append(f"{gate_run}: {reason}")
     return lines

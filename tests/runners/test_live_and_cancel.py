@@ -212,3 +212,34 @@ def test_it_stores_output_while_the_command_runs_and_reads_from_any_offset(lab, 
     assert output_read(run.id, offset=24).data == b""
     with pytest.raises(ValueError, match="stream must be"):
         output_read(run.id, stream="stdin")
+
+
+def test_it_fails_a_run_whose_evaluation_was_lost_with_its_worker(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from acceptance.models import Credential, Node
+    from gates.services import engagement_create
+    from runners.control import recover_lost_jobs
+    from runners.models import GateRun, NodeJob
+
+    engagement = engagement_create(name="site-a", customer="Org A",
+                                   start_date=timezone.localdate())
+    node = Node.objects.create(
+        engagement=engagement, name="n1", role="array", address="127.0.0.1", port=22,
+        ssh_user="root", host_key="ssh-ed25519 " + "A" * 68,
+        credential=Credential.objects.create(name="c", private_key_encrypted=b"x"))
+    stuck = GateRun.objects.create(gate=engagement.gates.get(code="G1"), attempt=1,
+                                   started_by="t", state=GateRun.State.EVALUATING)
+    NodeJob.objects.create(gate_run=stuck, node=node, state="done",
+                           finished_at=timezone.now() - timedelta(minutes=10))
+    fresh = GateRun.objects.create(gate=engagement.gates.get(code="G2"), attempt=1,
+                                   started_by="t", state=GateRun.State.EVALUATING)
+    NodeJob.objects.create(gate_run=fresh, node=node, state="done", finished_at=timezone.now())
+    lines = recover_lost_jobs(after=timedelta(seconds=90))
+    stuck.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stuck.state == "failed" and "evaluation lost" in stuck.error
+    assert fresh.state == "evaluating"  # still within the grace period: maybe still deciding
+    assert len(lines) == 1
