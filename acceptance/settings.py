@@ -56,6 +56,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -101,6 +102,10 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves the project's own static files (no CDN); without collectstatic (tests,
+# development) it finds them in the apps directly.
+WHITENOISE_USE_FINDERS = True
 
 # Celery: the embedded default runs tasks in-process; a broker URL makes them real.
 CELERY_TASK_ALWAYS_EAGER = not env.str("CELERY_BROKER_URL", default="")

@@ -7,12 +7,13 @@ Keyword-only functions named ``<noun>_<verb>``. Evaluation itself is the pure
 
 from __future__ import annotations
 
+import math
 from datetime import date
 
 from django.db import transaction
 from django.utils import timezone
 
-from acceptance.models import AuditEntry, Engagement, Organisation
+from acceptance.models import AuditEntry, BomItem, Engagement, Organisation
 from gates import evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
@@ -229,3 +230,78 @@ def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, flo
         node.name: (node.array.serial, node.array.link_speed_mbps * 1e6 / 8)
         for node in engagement.nodes.select_related("array").filter(array__isnull=False)
     }
+
+
+# Which fields a person may edit per operator (the rest of a criterion is its definition).
+EDITABLE_BY_OPERATOR = {
+    ">=": ("threshold",),
+    "<=": ("threshold",),
+    "between": ("threshold", "threshold_high"),
+    "within": ("reference_value", "tolerance"),
+}
+
+
+@transaction.atomic
+def criterion_threshold_edit(*, criterion: Criterion, actor: str, reason: str,
+                             values: dict[str, float]) -> Criterion:
+    """Change a criterion's threshold(s) for its engagement and record old → new with the reason
+    in the audit trail. Only the fields of its operator (``EDITABLE_BY_OPERATOR``) may change.
+
+    ValueError, with nothing changed, when the reason is blank, a value is missing or not a
+    finite number, ``between`` has low > high, ``within`` has a tolerance ≤ 0 or a zero
+    reference, nothing would change, the engagement is accepted, or a run of the gate is in
+    progress (it would be judged against a threshold that moved under it).
+    """
+    if not reason or not reason.strip():
+        raise ValueError("changing a threshold needs a reason")
+    criterion = Criterion.objects.select_for_update().select_related("gate__engagement").get(
+        pk=criterion.pk)
+    gate = criterion.gate
+    if gate.engagement.state == Engagement.State.ACCEPTED:
+        raise ValueError(f"engagement {gate.engagement.name} is accepted; its criteria are final")
+    if gate.runs.filter(state__in=["queued", "running", "evaluating"]).exists():
+        raise ValueError(f"{gate.code}: a run is in progress; change the threshold after it")
+    fields = EDITABLE_BY_OPERATOR[criterion.operator]
+    unknown = set(values) - set(fields)
+    if unknown:
+        raise ValueError(f"{criterion.key} ({criterion.operator}) has no editable "
+                         f"{', '.join(sorted(unknown))}")
+    new = {}
+    for name in fields:
+        value = values.get(name)
+        if value is None or isinstance(value, bool) or not math.isfinite(float(value)):
+            raise ValueError(f"{name} must be a finite number")
+        new[name] = float(value)
+    if criterion.operator == "between" and new["threshold"] > new["threshold_high"]:
+        raise ValueError("the low threshold is above the high one")
+    if criterion.operator == "within" and new["tolerance"] <= 0:
+        raise ValueError("the tolerance must be above 0")
+    if criterion.operator == "within" and new["reference_value"] == 0:
+        raise ValueError("the reference value must not be 0")
+    old = {name: getattr(criterion, name) for name in fields}
+    if old == new:
+        raise ValueError("nothing changed: the new values are the current ones")
+    old_requirement = evaluation.threshold_text(criterion_spec(criterion))
+    for name, value in new.items():
+        setattr(criterion, name, value)
+    criterion.save(update_fields=list(fields))
+    AuditEntry.objects.create(
+        engagement=gate.engagement, actor=actor, action="criterion threshold changed",
+        reason=reason.strip(),
+        details={"gate": gate.code, "criterion": criterion.key, "metric": criterion.metric,
+                 "old": old, "new": new, "old_requirement": old_requirement,
+                 "new_requirement": evaluation.threshold_text(criterion_spec(criterion))},
+    )
+    return criterion
+
+
+def bom_item_tick(*, item: BomItem, actor: str) -> BomItem:
+    """Tick a bill-of-materials item as delivered and checked by ``actor`` (now). Ticking an
+    item already ticked changes nothing (the first tick's who and when stay). ValueError when
+    the engagement is accepted."""
+    if item.engagement.state == Engagement.State.ACCEPTED:
+        raise ValueError(f"engagement {item.engagement.name} is accepted; its BOM is final")
+    BomItem.objects.filter(pk=item.pk, ticked_at__isnull=True).update(
+        ticked_by=actor, ticked_at=timezone.now())
+    item.refresh_from_db(fields=["ticked_by", "ticked_at"])
+    return item

@@ -6,4 +6,5 @@ from reports import views
 
 urlpatterns = [
     path("reports/verify/", views.report_verify, name="report-verify"),
+    path("reports/<int:report_id>/download/", views.report_download, name="report-download"),
 ]

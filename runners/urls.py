@@ -1,12 +1,22 @@
-"""Browser pages of runs (engineers)."""
+"""Browser pages of nodes and runs (engineers; runs readable by everyone who may see the
+engagement)."""
 
 from django.urls import path
 
 from runners import views
 
 urlpatterns = [
-    path("engagements/<slug:name>/gates/<str:code>/evidence/", views.gate_evidence,
+    path("engagements/<str:name>/nodes/", views.node_list, name="node-list"),
+    path("engagements/<str:name>/nodes/register/", views.node_register, name="node-register"),
+    path("engagements/<str:name>/gates/<str:code>/run/", views.gate_run_launch,
+         name="gate-run-start"),
+    path("engagements/<str:name>/gates/<str:code>/evidence/", views.gate_evidence,
          name="gate-evidence"),
-    path("engagements/<slug:name>/gates/<str:code>/collect/<slug:node>.py",
+    path("engagements/<str:name>/gates/<str:code>/collect/<slug:node>.py",
          views.collection_script_download, name="collection-script"),
+    path("runs/<int:run_id>/", views.run_detail, name="run-detail"),
+    path("runs/<int:run_id>/live/", views.run_live, name="run-live"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
+    path("runs/<int:run_id>/rerun/", views.run_rerun, name="run-rerun"),
+    path("lab/", views.lab, name="lab"),
 ]

@@ -1,33 +1,401 @@
-"""Evidence pages: download a gate's collection scripts, upload the bundles they write.
+"""The engineer's pages: an engagement's nodes and their registration, launching a gate run and
+watching it live (log, cancel, re-run), the lab, and the evidence pages for sites without SSH.
 
-Every view needs a logged-in user holding ``runners.add_gaterun`` (engineers); object-level
-rules for customers arrive with the web application's roles.
+Permissions (``acceptance.permissions``): every action — registering a node, launching,
+cancelling, re-running, starting a lab, evidence scripts and uploads — needs an engineer (or a
+superuser); anyone else gets 403 before any object is looked up, so nothing is revealed. Pages
+that only show — nodes, runs and a run's live fragment — are for whoever may see the engagement
+(project managers, engineers, the customer's own people, read-only); for anyone else the
+engagement and its runs do not exist (404).
 """
 
+from __future__ import annotations
+
+from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
-from django.http import HttpResponse
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from acceptance.models import Engagement
-from gates.services import GateRefused
+from acceptance.models import Credential, Engagement, Node, host_key_fingerprint
+from acceptance.permissions import Role, engagement_for, engagements_for, has_role
+from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
+from gates.models import Gate
+from gates.services import GateRefused, gate_check_runnable
+from runners import pages
+from runners.control import gate_run_cancel
 from runners.evidence import EvidenceRefused, collection_script, evidence_import
-from runners.forms import EvidenceUploadForm
+from runners.forms import (
+    ROLE_CHOICES,
+    EvidenceUploadForm,
+    LabForm,
+    NodeAddressForm,
+    NodeEnrolForm,
+    host_key_token,
+    host_key_unsign,
+)
+from runners.lab.scenarios import SCENARIOS
+from runners.lab.server import LabError
+from runners.lab.services import lab_up
+from runners.models import GateRun
+from runners.services import gate_run_start
+from runners.transport import TransportError
 
-ENGINEER_PERMISSION = "runners.add_gaterun"
+CANCEL_WAIT_S = 5.0  # a page waits this long for workers to stop; the rest settles on its own
 
 
-def _gate(name: str, code: str):
-    engagement = get_object_or_404(Engagement, name=name)
+def _require_engineer(user) -> None:
+    if not has_role(user, Role.ENGINEER):
+        raise PermissionDenied(_("Only engineers may do this."))
+
+
+def _visible_run(user, run_id: int) -> GateRun:
+    """The gate run if ``user`` may see its engagement; 404 otherwise (also when absent)."""
+    run = get_object_or_404(GateRun.objects.select_related("gate__engagement"), id=run_id)
+    engagement_for(user, run.gate.engagement.name)
+    return run
+
+
+def _engagement_url(name: str) -> str:
+    """The engagement's own page (the project manager's pages), ``/engagements/NAME/``."""
+    try:
+        return reverse("engagement-detail", args=[name])
+    except NoReverseMatch:
+        return f"/engagements/{name}/"
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def node_list(request, name: str):
+    engagement = engagement_for(request.user, name)
+    roles = dict(ROLE_CHOICES)
+    is_engineer = has_role(request.user, Role.ENGINEER)
+    nodes = [
+        {"name": n.name, "role": roles.get(n.role, n.role),
+         "where": f"{n.address}:{n.port}", "via": n.jump_host.name if n.jump_host else "",
+         "user": n.ssh_user, "fingerprint": n.host_key_fingerprint,
+         "key_type": n.host_key.split()[0] if n.host_key else "", "interface": n.interface,
+         "fio_target": n.fio_target, "sudo": n.use_sudo, "lab": n.is_lab}
+        for n in engagement.nodes.select_related("jump_host").order_by("role", "name")
+    ]
+    gates = []
+    for gate in engagement.gates.order_by("order"):
+        last = gate.runs.order_by("-attempt").first()
+        gates.append({
+            "code": gate.code, "name": gate.name, "state": gate.state,
+            "state_text": pages.state_label(gate.state),
+            "launch_url": reverse("gate-run-start", args=[engagement.name, gate.code])
+            if is_engineer and gate.probe_plan else "",
+            "last_url": reverse("run-detail", args=[last.id]) if last else "",
+            "last_text": _("attempt #%(n)s: %(state)s") % {
+                "n": last.attempt, "state": pages.state_label(last.state)} if last else "",
+        })
+    return render(request, "runners/node_list.html", {
+        "engagement": engagement, "engagement_url": _engagement_url(engagement.name),
+        "nodes": nodes, "gates": gates, "can_register": is_engineer,
+    })
+
+
+def _step_one_facts(engagement: Engagement, data: dict) -> dict:
+    jump = engagement.nodes.filter(pk=data["jump_host"]).first() if data["jump_host"] else None
+    host_key = data["host_key"]
+    return {"address": data["address"], "port": data["port"], "jump_host": jump,
+            "jump_missing": bool(data["jump_host"]) and jump is None,
+            "fingerprint": host_key_fingerprint(host_key), "key_type": host_key.split()[0],
+            "host_key": host_key}
+
+
+def _model_errors_onto(form, error: ValidationError) -> None:
+    fields = set(form.fields)
+    for field, problems in error.message_dict.items() if hasattr(error, "error_dict") else [
+            (None, error.messages)]:
+        for problem in problems:
+            form.add_error(field if field in fields else None, problem)
+
+
+@sensitive_variables("form", "text", "passphrase", "credential")
+def _enrol(request, engagement: Engagement, form: NodeEnrolForm, facts: dict) -> Node | None:
+    """Enrol from a valid step-two form; None (errors on the form) when refused."""
+    data = form.cleaned_data
+    text = data.get("private_key_text")
+    if text is None:
+        return None
+    passphrase = data.get("passphrase") or ""
+    if facts["jump_missing"]:
+        form.add_error(None, _("The jump host chosen in step 1 is gone: start again."))
+        return None
+    credential_name = f"{engagement.name}-{data['name']}"
+    if Credential.objects.filter(name=credential_name).exists():
+        form.add_error("name", _("A stored key named %(name)s exists already: choose another "
+                                 "node name.") % {"name": credential_name})
+        return None
+    fields = {"engagement": engagement, "name": data["name"], "role": data["role"],
+              "address": facts["address"], "port": facts["port"], "ssh_user": data["ssh_user"],
+              "jump_host": facts["jump_host"], "interface": data["interface"],
+              "fio_target": data["fio_target"], "use_sudo": data["use_sudo"],
+              "array": data["array"]}
+    try:
+        node_fields_check(**fields)
+    except ValidationError as error:
+        _model_errors_onto(form, error)
+        return None
+    credential = Credential.from_secret(credential_name, text, passphrase)
+    try:
+        return node_enrol(**fields, credential=credential, host_key=facts["host_key"],
+                          confirmed_fingerprint=data["fingerprint"],
+                          actor=request.user.get_username())
+    except EnrolmentRefused as refusal:
+        form.add_error(None, _("Refused, nothing was stored: %(reason)s") % {"reason": refusal})
+    except ValidationError as error:
+        _model_errors_onto(form, error)
+    return None
+
+
+@sensitive_post_parameters("passphrase")
+@login_required
+@require_http_methods(["GET", "POST"])
+def node_register(request, name: str):
+    """Two steps: read the host key the node presents and show its fingerprint; then enrol
+    when the engineer confirms it as read on the node's console."""
+    _require_engineer(request.user)
+    engagement = engagement_for(request.user, name)
+    context = {"engagement": engagement, "engagement_url": _engagement_url(engagement.name)}
+    step = request.POST.get("step") if request.method == "POST" else None
+    if step == "enrol":
+        try:
+            facts = _step_one_facts(engagement, host_key_unsign(
+                request.POST.get("host_key_token", ""), engagement))
+        except ValidationError as error:
+            return render(request, "runners/node_register.html", {
+                **context, "step": 1, "form": NodeAddressForm(engagement=engagement),
+                "step_error": " ".join(error.messages)})
+        form = NodeEnrolForm(request.POST, request.FILES, engagement=engagement)
+        if form.is_valid():
+            node = _enrol(request, engagement, form, facts)
+            if node is not None:
+                messages.success(request, _(
+                    "Enrolled %(node)s at %(where)s as %(user)s: host key %(fp)s pinned; its "
+                    "private key is stored encrypted.") % {
+                    "node": node.name, "where": f"{node.address}:{node.port}",
+                    "user": node.ssh_user, "fp": node.host_key_fingerprint})
+                return redirect("node-list", name=engagement.name)
+        return render(request, "runners/node_register.html",
+                      {**context, "step": 2, "form": form, "facts": facts})
+    form = NodeAddressForm(request.POST or None, engagement=engagement)
+    if step == "fetch" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            host_key = host_key_fetch(address=data["address"], port=data["port"],
+                                      via=data["jump_host"],
+                                      timeout=settings.SSH_CONNECT_TIMEOUT)
+        except TransportError as error:
+            form.add_error(None, _("Cannot read the host key: %(reason)s") % {"reason": error})
+        else:
+            token = host_key_token(engagement=engagement, address=data["address"],
+                                   port=data["port"], jump_host=data["jump_host"],
+                                   host_key=host_key)
+            facts = _step_one_facts(engagement, host_key_unsign(token, engagement))
+            enrol_form = NodeEnrolForm(initial={"host_key_token": token},
+                                       engagement=engagement)
+            return render(request, "runners/node_register.html",
+                          {**context, "step": 2, "form": enrol_form, "facts": facts})
+    return render(request, "runners/node_register.html", {**context, "step": 1, "form": form})
+
+
+# --- launching, watching, cancelling, re-running ------------------------------------------------
+
+
+def _gate_of(engagement: Engagement, code: str) -> Gate:
     return get_object_or_404(engagement.gates, code=code.upper())
 
 
 @login_required
-@permission_required(ENGINEER_PERMISSION, raise_exception=True)
+@require_http_methods(["GET", "POST"])
+def gate_run_launch(request, name: str, code: str):
+    _require_engineer(request.user)
+    engagement = engagement_for(request.user, name)
+    gate = _gate_of(engagement, code)
+    if request.method == "POST":
+        try:
+            gate_run = gate_run_start(gate=gate, started_by=request.user.get_username())
+        except GateRefused as refusal:
+            messages.error(request, _("Not started, nothing was created: %(reason)s")
+                           % {"reason": refusal})
+            return redirect("gate-run-start", name=engagement.name, code=gate.code)
+        return redirect("run-detail", run_id=gate_run.id)
+    try:
+        gate_check_runnable(gate=gate)
+        refusal = ""
+    except GateRefused as error:
+        refusal = str(error)
+    roles = sorted({s["role"] for s in gate.probe_plan} - {"service"})
+    role_names = dict(ROLE_CHOICES)
+    nodes = [{"name": n.name, "role": role_names.get(n.role, n.role),
+              "where": f"{n.address}:{n.port}", "fingerprint": n.host_key_fingerprint}
+             for n in engagement.nodes.filter(role__in=roles).order_by("role", "name")]
+    missing = [str(role_names.get(r, r)) for r in roles if not any(
+        n.role == r for n in engagement.nodes.all())]
+    runs = [{"url": reverse("run-detail", args=[r.id]), "attempt": r.attempt, "state": r.state,
+             "state_text": pages.state_label(r.state), "by": r.started_by, "at": r.created_at}
+            for r in gate.runs.order_by("-attempt")[:10]]
+    criteria = [{"description": c.description, "metric": c.metric} for c in gate.criteria.all()]
+    return render(request, "runners/gate_launch.html", {
+        "engagement": engagement, "engagement_url": _engagement_url(engagement.name),
+        "gate": gate, "gate_state_text": pages.state_label(gate.state), "refusal": refusal,
+        "nodes": nodes, "missing": missing, "runs": runs, "criteria": criteria,
+        "simulated": engagement.is_lab,
+    })
+
+
+def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: int) -> dict:
+    over = pages.is_over(gate_run)
+    pieces, cursor, complete = pages.log_advance(gate_run, cursor, budget)
+    include_results = over and not cursor.results_shown
+    if include_results:
+        cursor = pages.LogCursor(cursor.probe, cursor.out, cursor.err, cursor.pinned, True)
+    rows = pages.node_rows(gate_run)
+    is_engineer = has_role(request.user, Role.ENGINEER)
+    engagement = gate_run.gate.engagement
+    return {
+        "run": gate_run, "engagement": engagement, "gate": gate_run.gate,
+        "engagement_url": _engagement_url(engagement.name),
+        "state_text": pages.state_label(gate_run.state), "over": over,
+        "simulated": pages.run_simulated(gate_run), "rows": rows,
+        "counts": pages.run_counts(rows), "log": pieces, "log_complete": complete,
+        "polling": not complete,
+        "live_url": reverse("run-live", args=[gate_run.id]) + "?" + cursor.query(),
+        "include_results": include_results,
+        "results": pages.run_results(gate_run) if include_results else None,
+        "can_cancel": is_engineer and not over,
+        "can_rerun": is_engineer and over,
+        "pinned_probe": cursor.probe if cursor.pinned else None,
+        "follow_url": reverse("run-detail", args=[gate_run.id]) + "#log",
+    }
+
+
+@login_required
+@require_GET
+def run_detail(request, run_id: int):
+    gate_run = _visible_run(request.user, run_id)
+    probe = request.GET.get("probe", "")
+    cursor = pages.LogCursor()
+    if probe:
+        try:
+            cursor = pages.cursor_from({"probe": probe, "pin": "1"}, gate_run)
+        except pages.BadCursor as error:
+            return HttpResponseBadRequest(str(error), content_type="text/plain")
+    context = _run_context(request, gate_run, cursor, pages.LOG_BUDGET_PAGE)
+    return render(request, "runners/run_detail.html", context)
+
+
+@login_required
+@require_GET
+def run_live(request, run_id: int):
+    """The part of the run page that changes, for htmx polling: status table, new log text
+    from the offsets given (appended out of band), and the results once the run is over."""
+    gate_run = _visible_run(request.user, run_id)
+    try:
+        cursor = pages.cursor_from(request.GET, gate_run)
+    except pages.BadCursor as error:
+        return HttpResponseBadRequest(str(error), content_type="text/plain")
+    context = _run_context(request, gate_run, cursor, pages.LOG_BUDGET_POLL)
+    return render(request, "runners/_run_live.html", {**context, "fragment": True})
+
+
+@login_required
+@require_POST
+def run_cancel(request, run_id: int):
+    _require_engineer(request.user)
+    gate_run = _visible_run(request.user, run_id)
+    if pages.is_over(gate_run):
+        report = None
+    else:
+        report = gate_run_cancel(gate_run=gate_run, cancelled_by=request.user.get_username(),
+                                 wait_s=CANCEL_WAIT_S)
+    if report is None or report.already_over:
+        messages.info(request, _("Attempt #%(n)s was already over (%(state)s): nothing to "
+                                 "cancel.") % {"n": gate_run.attempt,
+                                               "state": pages.state_label(gate_run.state)})
+    else:
+        killed = "; ".join(report.killed) or _("nothing was running on a node")
+        messages.success(request, _("Cancel requested by %(who)s. Remote commands: %(killed)s")
+                         % {"who": request.user.get_username(), "killed": killed})
+    return redirect("run-detail", run_id=gate_run.id)
+
+
+@login_required
+@require_POST
+def run_rerun(request, run_id: int):
+    """Start the gate again. A re-run is a new attempt (a new GateRun) on every node the gate
+    runs on — even when asked from one node's row: re-running a single node is not possible
+    yet. The earlier attempt, its evidence and any decision stay as they were."""
+    _require_engineer(request.user)
+    gate_run = _visible_run(request.user, run_id)
+    node = request.POST.get("node", "")
+    try:
+        new_run = gate_run_start(gate=gate_run.gate, started_by=request.user.get_username())
+    except GateRefused as refusal:
+        messages.error(request, _("Not started, nothing was created: %(reason)s")
+                       % {"reason": refusal})
+        return redirect("run-detail", run_id=gate_run.id)
+    text = _("Attempt #%(new)s of %(gate)s started: a re-run is a new attempt on every node "
+             "of the gate; attempt #%(old)s stays as it was.") % {
+        "new": new_run.attempt, "gate": gate_run.gate.code, "old": gate_run.attempt}
+    if node:
+        text += " " + _("Running %(node)s alone again is not possible yet, so all nodes run.") % {
+            "node": node}
+    messages.info(request, text)
+    return redirect("run-detail", run_id=new_run.id)
+
+
+# --- the lab ----------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def lab(request):
+    """Pick a lab scenario: local sshd nodes with stand-in tools (simulated evidence)."""
+    _require_engineer(request.user)
+    form = LabForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        scenario, count = form.cleaned_data["scenario"], form.cleaned_data["nodes"]
+        try:
+            engagement, _server = lab_up(scenario_name=scenario, nodes=count)
+        except LabError as error:
+            form.add_error(None, _("The lab did not start: %(reason)s") % {"reason": error})
+        else:
+            messages.success(request, _(
+                "Lab engagement %(name)s is up: an array controller and %(n)s inference "
+                "node(s) on 127.0.0.1. Its evidence is SIMULATED.") % {
+                "name": engagement.name, "n": count})
+            return redirect(_engagement_url(engagement.name))
+    scenarios = [{"name": name, "description": SCENARIOS[name].get("description", "")}
+                 for name in sorted(SCENARIOS)]
+    labs = [{"name": e.name, "url": _engagement_url(e.name),
+             "nodes_url": reverse("node-list", args=[e.name]), "state": e.state,
+             "state_text": pages.state_label(e.state),
+             "nodes": e.nodes.count()}
+            for e in engagements_for(request.user).filter(is_lab=True).order_by("name")]
+    return render(request, "runners/lab.html",
+                  {"form": form, "scenarios": scenarios, "labs": labs})
+
+
+# --- evidence without SSH ----------------------------------------------------------------------
+
+
+@login_required
 @require_http_methods(["GET", "POST"])
 def gate_evidence(request, name: str, code: str):
-    gate = _gate(name, code)
+    _require_engineer(request.user)
+    gate = _gate_of(engagement_for(request.user, name), code)
     roles = {s["role"] for s in gate.probe_plan} - {"service"}
     nodes = list(gate.engagement.nodes.filter(role__in=roles).order_by("name"))
     form = EvidenceUploadForm()
@@ -39,26 +407,35 @@ def gate_evidence(request, name: str, code: str):
                 gate_run = evidence_import(gate=gate, bundles=bundles,
                                            imported_by=request.user.get_username())
             except (EvidenceRefused, GateRefused) as refusal:
-                form.add_error("bundles", f"Refused, nothing was stored: {refusal}")
+                form.add_error("bundles", _("Refused, nothing was stored: %(reason)s")
+                               % {"reason": refusal})
             else:
                 decision = getattr(gate_run, "decision", None)
                 if decision is not None:
-                    messages.success(request, f"Imported run #{gate_run.attempt}: "
-                                              f"{decision.sentence}")
+                    messages.success(request, _("Imported run #%(n)s: %(sentence)s") % {
+                        "n": gate_run.attempt, "sentence": decision.sentence})
                 else:
-                    messages.error(request, f"Imported run #{gate_run.attempt} gave no "
-                                            f"decision: {gate_run.error}")
+                    messages.error(request, _("Imported run #%(n)s gave no decision: "
+                                              "%(error)s") % {"n": gate_run.attempt,
+                                                              "error": gate_run.error})
                 return redirect("gate-evidence", name=name, code=gate.code)
-    runs = gate.runs.select_related("decision").order_by("-attempt")[:10]
+    runs = [{"url": reverse("run-detail", args=[r.id]), "attempt": r.attempt,
+             "origin": r.get_origin_display(), "state": r.state,
+             "state_text": pages.state_label(r.state),
+             "outcome": pages.state_label(r.decision.outcome)
+             if hasattr(r, "decision") else "—",
+             "by": r.started_by, "at": r.created_at}
+            for r in gate.runs.select_related("decision").order_by("-attempt")[:10]]
     return render(request, "runners/gate_evidence.html",
-                  {"gate": gate, "nodes": nodes, "form": form, "runs": runs})
+                  {"gate": gate, "nodes": nodes, "form": form, "runs": runs,
+                   "engagement_url": _engagement_url(gate.engagement.name)})
 
 
 @login_required
-@permission_required(ENGINEER_PERMISSION, raise_exception=True)
-@require_http_methods(["GET"])
+@require_GET
 def collection_script_download(request, name: str, code: str, node: str):
-    gate = _gate(name, code)
+    _require_engineer(request.user)
+    gate = _gate_of(engagement_for(request.user, name), code)
     target = get_object_or_404(gate.engagement.nodes, name=node)
     try:
         text = collection_script(gate=gate, node=target)

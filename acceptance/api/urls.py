@@ -1,8 +1,40 @@
-"""API routes."""
+"""API routes (under /api/): read-only collections, the gates nested under their engagement,
+two write actions, and the OpenAPI schema at /api/schema/ (no browsable UI: it would need a
+CDN or drf-spectacular-sidecar)."""
 
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import DefaultRouter
+
+from acceptance.api import views
+
+
+class Router(DefaultRouter):
+    # Engagement names may contain dots: no ".json"-style format suffixes.
+    include_format_suffixes = False
+
+
+router = Router()
+router.register("engagements", views.EngagementViewSet, basename="api-engagement")
+router.register("criteria", views.CriterionViewSet, basename="api-criterion")
+router.register("gate-runs", views.GateRunViewSet, basename="api-gate-run")
+router.register("node-jobs", views.NodeJobViewSet, basename="api-node-job")
+router.register("probe-runs", views.ProbeRunViewSet, basename="api-probe-run")
+router.register("measurements", views.MeasurementViewSet, basename="api-measurement")
+router.register("decisions", views.DecisionViewSet, basename="api-decision")
+router.register("reports", views.ReportViewSet, basename="api-report")
+
+ENGAGEMENT = r"engagements/(?P<engagement_name>[A-Za-z0-9][A-Za-z0-9._-]{0,62})"
+GATE = ENGAGEMENT + r"/gates/(?P<code>[A-Za-z0-9]{1,4})"
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    re_path(ENGAGEMENT + r"/gates/$", views.GateViewSet.as_view({"get": "list"}),
+            name="api-gate-list"),
+    re_path(GATE + r"/$", views.GateViewSet.as_view({"get": "retrieve"}),
+            name="api-gate-detail"),
+    re_path(GATE + r"/runs/$",
+            views.GateViewSet.as_view({"get": "runs_list", "post": "run_start"}),
+            name="api-gate-runs"),
+    *router.urls,
 ]

@@ -194,7 +194,7 @@ def test_the_import_command_prints_the_decision_and_refuses_bad_bundles(imported
 
 
 def test_the_upload_page_needs_an_engineer_and_imports(imported, client, django_user_model):
-    from django.contrib.auth.models import Permission
+    from acceptance.models import Membership
 
     engagement, gate, [(name, data)] = imported
     url = f"/engagements/{engagement.name}/gates/G1/evidence/"
@@ -204,7 +204,7 @@ def test_the_upload_page_needs_an_engineer_and_imports(imported, client, django_
     assert client.get(url).status_code == 403
     script_url = url.replace("evidence/", "collect/lab-array-controller.py")
     assert client.get(script_url).status_code == 403
-    user.user_permissions.add(Permission.objects.get(codename="add_gaterun"))
+    Membership.objects.create(user=user, role=Membership.Role.ENGINEER)
     client.force_login(django_user_model.objects.get(pk=user.pk))
     page = client.get(url)
     assert page.status_code == 200 and b"lab-array-controller" in page.content

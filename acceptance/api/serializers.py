@@ -1,0 +1,211 @@
+"""What the API shows of each object. Read-only everywhere: the API changes state only through
+its two actions (start a gate run, cancel one), which call the same services as the commands.
+
+Measurements follow METRICS.md's JSON exactly — ``{"metric", "value", "unit", "labels"}`` —
+plus the ids that place them in the evidence ledger. Secrets (credentials, the remote process
+token) and server paths are never shown.
+"""
+
+from pathlib import Path
+
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from acceptance.models import Engagement
+from gates.models import Criterion, CriterionVerdict, Decision, Gate
+from reports.models import Report
+from runners.models import GateRun, Measurement, NodeJob, ProbeRun
+from runners.probes import PROBES
+
+
+def _absolute(serializer: serializers.Serializer, path: str) -> str:
+    request = serializer.context.get("request")
+    return request.build_absolute_uri(path) if request is not None else path
+
+
+class GateSummarySerializer(serializers.ModelSerializer):
+    due_date = serializers.DateField(read_only=True)
+    # Plain text here (the full gate shows the enum): one choice set, one schema name.
+    state = serializers.CharField(read_only=True,
+                                  help_text="pending, passed, stopped or review")
+
+    class Meta:
+        model = Gate
+        fields = ["code", "name", "order", "due_week", "due_date", "state"]
+
+
+class EngagementSerializer(serializers.ModelSerializer):
+    customer = serializers.CharField(source="customer.name", read_only=True)
+    end_date = serializers.DateField(read_only=True)
+    gates = GateSummarySerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Engagement
+        fields = ["name", "customer", "start_date", "end_date", "state", "stopped_reason",
+                  "report_language", "is_lab", "max_parallel_nodes", "created_at", "gates"]
+
+
+class CriterionSerializer(serializers.ModelSerializer):
+    engagement = serializers.CharField(source="gate.engagement.name", read_only=True)
+    gate = serializers.CharField(source="gate.code", read_only=True)
+
+    class Meta:
+        model = Criterion
+        fields = ["id", "engagement", "gate", "key", "position", "description", "metric",
+                  "label_filter", "aggregation", "operator", "threshold", "threshold_high",
+                  "reference_value", "tolerance", "above_range_verdict", "unit", "source",
+                  "min_samples", "blocking"]
+
+
+class GateCriterionSerializer(CriterionSerializer):
+    class Meta(CriterionSerializer.Meta):
+        fields = [f for f in CriterionSerializer.Meta.fields if f not in ("engagement", "gate")]
+
+
+class GateSerializer(serializers.ModelSerializer):
+    engagement = serializers.CharField(source="engagement.name", read_only=True)
+    due_date = serializers.DateField(read_only=True)
+    criteria = GateCriterionSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Gate
+        fields = ["engagement", "code", "name", "order", "due_week", "due_date", "state",
+                  "description", "probe_plan", "criteria"]
+
+
+class GateRunSerializer(serializers.ModelSerializer):
+    engagement = serializers.CharField(source="gate.engagement.name", read_only=True)
+    gate = serializers.CharField(source="gate.code", read_only=True)
+    decision = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GateRun
+        fields = ["id", "engagement", "gate", "attempt", "state", "origin", "started_by",
+                  "created_at", "finished_at", "error", "probe_timeouts",
+                  "cancel_requested_at", "cancel_requested_by", "decision"]
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_decision(self, run: GateRun) -> int | None:
+        """The id of the run's decision (null while none was recorded)."""
+        try:
+            return run.decision.id
+        except Decision.DoesNotExist:
+            return None
+
+
+class GateRunStartSerializer(serializers.Serializer):
+    """Body of a run start: optional per-run probe timeout overrides, ``{probe: seconds}``."""
+
+    probe_timeouts = serializers.DictField(
+        child=serializers.IntegerField(min_value=1, max_value=7 * 24 * 3600), required=False,
+        default=dict, help_text="override a probe's timeout for this run, e.g. "
+                                "{\"fio_seqread\": 120} (seconds, 1 … 604800)")
+
+    def validate_probe_timeouts(self, value: dict) -> dict:
+        unknown = sorted(set(value) - set(PROBES))
+        if unknown:
+            raise serializers.ValidationError(
+                f"unknown probe(s) {', '.join(unknown)} (probes: {', '.join(sorted(PROBES))})")
+        return value
+
+
+class GateRunCancelSerializer(serializers.Serializer):
+    gate_run = GateRunSerializer(read_only=True)
+    killed = serializers.ListField(child=serializers.CharField(), read_only=True,
+                                   help_text="one line per remote command killed (confirmed)")
+
+
+class NodeJobSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.name", read_only=True)
+
+    class Meta:
+        model = NodeJob
+        fields = ["id", "gate_run", "node", "state", "dispatched_at", "heartbeat_at",
+                  "started_at", "finished_at", "error_kind", "error"]
+
+
+class ProbeRunSerializer(serializers.ModelSerializer):
+    """A probe run's metadata; its raw output is read through ``…/output/``."""
+
+    node = serializers.CharField(source="node.name", read_only=True, allow_null=True)
+    output_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ProbeRun
+        fields = ["id", "gate_run", "node", "probe", "parser", "parser_version", "command",
+                  "parameters", "labels", "arm", "tool_version", "exit_code", "stdout_sha256",
+                  "stdout_size", "stderr_size", "started_at", "finished_at", "state",
+                  "error_kind", "error", "simulated", "origin", "progress", "host", "output_url"]
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_output_url(self, run: ProbeRun) -> str:
+        return _absolute(self, reverse("api-probe-run-output", kwargs={"pk": run.pk}))
+
+
+class MeasurementSerializer(serializers.ModelSerializer):
+    """METRICS.md's ``{"metric", "value", "unit", "labels"}`` plus ids: the gate run, the probe
+    run it was read from (null for derived figures), the node (by name), and for derived
+    figures the ids of their inputs."""
+
+    value = serializers.FloatField(read_only=True)
+    node = serializers.CharField(source="node.name", read_only=True, allow_null=True)
+    inputs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Measurement
+        fields = ["id", "metric", "value", "unit", "labels", "gate_run", "probe_run", "node",
+                  "derived", "inputs", "arm", "sampled_at"]
+
+
+class VerdictSerializer(serializers.ModelSerializer):
+    key = serializers.CharField(source="criterion.key", read_only=True)
+    metric = serializers.CharField(source="criterion.metric", read_only=True)
+    measurements = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = CriterionVerdict
+        fields = ["position", "criterion", "key", "metric", "criterion_snapshot",
+                  "measured_value", "unit", "verdict", "explanation", "measurements"]
+
+
+class DecisionSerializer(serializers.ModelSerializer):
+    engagement = serializers.CharField(source="gate.engagement.name", read_only=True)
+    gate = serializers.CharField(source="gate.code", read_only=True)
+    verdicts = VerdictSerializer(many=True, read_only=True)
+    report = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Decision
+        fields = ["id", "engagement", "gate", "gate_run", "outcome", "sentence", "decided_by",
+                  "decided_at", "verdicts", "report"]
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_report(self, decision: Decision) -> int | None:
+        """The id of the decision's signed report (null until it is issued)."""
+        try:
+            return decision.report.id
+        except Report.DoesNotExist:
+            return None
+
+
+class ReportSerializer(serializers.ModelSerializer):
+    engagement = serializers.CharField(source="decision.gate.engagement.name", read_only=True)
+    gate = serializers.CharField(source="decision.gate.code", read_only=True)
+    outcome = serializers.CharField(source="decision.outcome", read_only=True)
+    file_name = serializers.SerializerMethodField()
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Report
+        fields = ["id", "decision", "engagement", "gate", "outcome", "file_name", "sha256",
+                  "size_bytes", "signer", "signed_at", "simulated", "download_url"]
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_file_name(self, report: Report) -> str:
+        return Path(report.path).name
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_download_url(self, report: Report) -> str:
+        return _absolute(self, reverse("api-report-download", kwargs={"pk": report.pk}))

@@ -1,0 +1,395 @@
+"""The REST API: read-only views of the evidence ledger and two actions (start, cancel a run).
+
+Permissions are the pages' (``acceptance.permissions``): every queryset is filtered through
+``engagements_for(request.user)``, so an object of an engagement the user may not see answers
+404 and never appears in a list; project managers and engineers see every engagement, a
+customer only their organisation's, someone without a role nothing. Starting and cancelling a
+run is for engineers (and superusers): anyone else who may see the run gets 403.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from django.db.models import Prefetch, QuerySet
+from django.http import HttpResponse
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
+from rest_framework.response import Response
+from rest_framework.viewsets import ReadOnlyModelViewSet
+
+from acceptance.api import serializers as s
+from acceptance.models import Engagement
+from acceptance.permissions import Role, engagement_for, engagements_for, has_role
+from gates.models import Criterion, CriterionVerdict, Decision, Gate
+from gates.services import GateRefused
+from reports.models import Report
+from runners.control import gate_run_cancel
+from runners.live import output_read
+from runners.models import GateRun, Measurement, NodeJob, ProbeRun
+from runners.plans import node_steps
+from runners.services import gate_run_start
+
+CANCEL_WAIT_S = 5.0  # how long a cancel request waits for the run's workers to stop
+OUTPUT_LIMIT = 1 << 20  # at most this many bytes of raw output per request
+
+_TYPES = {int: OpenApiTypes.INT, str: OpenApiTypes.STR, bool: OpenApiTypes.BOOL}
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "conflict"
+    default_code = "conflict"
+
+
+class ReportFileMismatch(APIException):
+    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+    default_detail = "the report file on disk does not match its recorded sha256"
+    default_code = "report_file_mismatch"
+
+
+def _require_engineer(request) -> None:
+    if not has_role(request.user, Role.ENGINEER):
+        raise PermissionDenied("only engineers may start or cancel gate runs")
+
+
+def _query_value(request, name: str, kind: type):
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValidationError({name: f"expected an integer, not {raw!r}"}) from None
+    if kind is bool:
+        if raw.lower() in ("true", "1", "yes"):
+            return True
+        if raw.lower() in ("false", "0", "no"):
+            return False
+        raise ValidationError({name: f"expected true or false, not {raw!r}"})
+    return raw
+
+
+def filtered(**params: tuple[str, type, str]):
+    """Class decorator: list filters ``?name=value`` → ``queryset.filter(lookup=value)``,
+    documented in the schema. ``params``: name → (lookup, type, description)."""
+
+    def decorate(cls):
+        cls.list_filters = params
+        parameters = [OpenApiParameter(name, _TYPES[kind], description=text)
+                      for name, (_, kind, text) in params.items()]
+        return extend_schema_view(list=extend_schema(parameters=parameters))(cls)
+
+    return decorate
+
+
+class ScopedViewSet(ReadOnlyModelViewSet):
+    """A read-only viewset whose rows belong to engagements the user may see.
+
+    ``engagement_path``: the lookup from the model to its engagement.
+    """
+
+    engagement_path = "engagement"
+    list_filters: dict[str, tuple[str, type, str]] = {}
+
+    def base_queryset(self) -> QuerySet:
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet:
+        visible = engagements_for(self.request.user)
+        queryset = self.base_queryset().filter(**{f"{self.engagement_path}__in": visible})
+        if self.action == "list":
+            for name, (lookup, kind, _) in self.list_filters.items():
+                value = _query_value(self.request, name, kind)
+                if value is not None:
+                    queryset = queryset.filter(**{lookup: value})
+        return queryset
+
+
+_gate_filters = {
+    "engagement": ("gate__engagement__name", str, "engagement name"),
+    "gate": ("gate__code__iexact", str, "gate code (G1 … G4)"),
+}
+
+
+@extend_schema(tags=["engagements"])
+@filtered(state=("state", str, "active, stopped or accepted"))
+class EngagementViewSet(ScopedViewSet):
+    """Engagements the user may see, by name, with their gates' states."""
+
+    serializer_class = s.EngagementSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}"
+    engagement_path = "pk"
+
+    def base_queryset(self):
+        return (Engagement.objects.select_related("customer")
+                .prefetch_related(Prefetch("gates", queryset=Gate.objects.order_by("order")))
+                .order_by("name"))
+
+
+ENGAGEMENT_NAME = OpenApiParameter("engagement_name", OpenApiTypes.STR, OpenApiParameter.PATH,
+                                   description="engagement name")
+GATE_CODE = OpenApiParameter("code", OpenApiTypes.STR, OpenApiParameter.PATH,
+                             description="gate code (G1 … G4)")
+
+
+@extend_schema(tags=["gates"], parameters=[ENGAGEMENT_NAME])
+class GateViewSet(ScopedViewSet):
+    """The gates of one engagement (``/api/engagements/NAME/gates/CODE/``) with their criteria;
+    ``…/runs/`` lists the gate's runs (GET) or starts one (POST, engineers)."""
+
+    serializer_class = s.GateSerializer
+    lookup_field = "code"
+
+    def base_queryset(self):
+        engagement = engagement_for(self.request.user, self.kwargs["engagement_name"])
+        return (Gate.objects.filter(engagement=engagement).select_related("engagement")
+                .prefetch_related("criteria").order_by("order"))
+
+    def get_object(self):
+        queryset = self.get_queryset()
+        try:
+            return queryset.get(code__iexact=self.kwargs["code"])
+        except Gate.DoesNotExist:
+            raise NotFound("no such gate") from None
+
+    @extend_schema(parameters=[GATE_CODE], responses=s.GateRunSerializer(many=True),
+                   summary="runs of the gate, newest first")
+    def runs_list(self, request, engagement_name: str, code: str):
+        gate = self.get_object()
+        runs = gate.runs.select_related("gate__engagement", "decision").order_by("-attempt")
+        page = self.paginate_queryset(runs)
+        return self.get_paginated_response(
+            s.GateRunSerializer(page, many=True, context=self.get_serializer_context()).data)
+
+    @extend_schema(
+        parameters=[GATE_CODE], request=s.GateRunStartSerializer,
+        responses={201: s.GateRunSerializer,
+                   400: OpenApiResponse(description="invalid probe timeouts"),
+                   403: OpenApiResponse(description="not an engineer"),
+                   404: OpenApiResponse(description="no such engagement or gate (or not "
+                                                    "visible to you)"),
+                   409: OpenApiResponse(description="the gate may not run now; the "
+                                                    "message says why")},
+        summary="start a run of the gate (engineers)")
+    def run_start(self, request, engagement_name: str, code: str):
+        gate = self.get_object()
+        _require_engineer(request)
+        body = s.GateRunStartSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        timeouts = body.validated_data["probe_timeouts"]
+        if timeouts:
+            planned = {step["probe"] for node in gate.engagement.nodes.all()
+                       for step in node_steps(gate, node)}
+            stray = sorted(set(timeouts) - planned)
+            if stray:
+                raise ValidationError({"probe_timeouts": [
+                    f"{gate.code} does not run {', '.join(stray)} (its probes: "
+                    f"{', '.join(sorted(planned)) or 'none'})"]})
+        try:
+            gate_run = gate_run_start(gate=gate, started_by=request.user.get_username(),
+                                      probe_timeouts=timeouts)
+        except GateRefused as refusal:
+            raise Conflict(str(refusal)) from None
+        gate_run = GateRun.objects.select_related("gate__engagement").get(pk=gate_run.pk)
+        data = s.GateRunSerializer(gate_run, context=self.get_serializer_context()).data
+        return Response(data, status=status.HTTP_201_CREATED,
+                        headers={"Location": reverse("api-gate-run-detail",
+                                                     kwargs={"pk": gate_run.pk})})
+
+
+@extend_schema(tags=["gates"])
+@filtered(**_gate_filters, metric=("metric", str, "metric name (METRICS.md)"))
+class CriterionViewSet(ScopedViewSet):
+    """Criteria as data: what each gate requires, as configured for the engagement."""
+
+    serializer_class = s.CriterionSerializer
+    engagement_path = "gate__engagement"
+
+    def base_queryset(self):
+        return (Criterion.objects.select_related("gate__engagement")
+                .order_by("gate__engagement__name", "gate__order", "position"))
+
+
+@extend_schema(tags=["runs"])
+@filtered(**_gate_filters, state=("state", str, "queued, running, evaluating, done, failed "
+                                                "or cancelled"))
+class GateRunViewSet(ScopedViewSet):
+    """Gate runs (attempts), newest first; ``…/cancel/`` cancels one (engineers)."""
+
+    serializer_class = s.GateRunSerializer
+    engagement_path = "gate__engagement"
+
+    def base_queryset(self):
+        return (GateRun.objects.select_related("gate__engagement", "decision")
+                .order_by("-created_at", "-id"))
+
+    @extend_schema(
+        request=None,
+        responses={200: s.GateRunCancelSerializer,
+                   403: OpenApiResponse(description="not an engineer"),
+                   409: OpenApiResponse(description="the run is already over")},
+        summary="cancel the run (engineers): kills its remote commands, waits briefly")
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        gate_run = self.get_object()
+        _require_engineer(request)
+        if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED, GateRun.State.CANCELLED):
+            raise Conflict(f"gate run {gate_run.pk} is already over ({gate_run.state})")
+        report = gate_run_cancel(gate_run=gate_run, cancelled_by=request.user.get_username(),
+                                 wait_s=CANCEL_WAIT_S)
+        if report.already_over:
+            raise Conflict(f"gate run {gate_run.pk} is already over ({gate_run.state})")
+        gate_run = self.base_queryset().get(pk=gate_run.pk)
+        return Response(s.GateRunCancelSerializer(
+            {"gate_run": gate_run, "killed": report.killed},
+            context=self.get_serializer_context()).data)
+
+
+@extend_schema(tags=["runs"])
+@filtered(gate_run=("gate_run_id", int, "gate run id"),
+          node=("node__name", str, "node name"),
+          state=("state", str, "job state"))
+class NodeJobViewSet(ScopedViewSet):
+    """The part of a gate run executed on one node."""
+
+    serializer_class = s.NodeJobSerializer
+    engagement_path = "gate_run__gate__engagement"
+
+    def base_queryset(self):
+        return NodeJob.objects.select_related("node").order_by("id")
+
+
+@extend_schema(tags=["evidence"])
+@filtered(gate_run=("gate_run_id", int, "gate run id"),
+          node=("node__name", str, "node name"),
+          probe=("probe", str, "probe name"),
+          state=("state", str, "probe run state"))
+class ProbeRunViewSet(ScopedViewSet):
+    """Probe runs: the command, tool version, exit status and the sha256 of the raw stdout.
+    The raw output itself is read through ``…/output/``."""
+
+    serializer_class = s.ProbeRunSerializer
+    engagement_path = "gate_run__gate__engagement"
+
+    def base_queryset(self):
+        return (ProbeRun.objects.select_related("node").defer("stdout", "stderr", "remote_token")
+                .order_by("started_at", "id"))
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("stream", OpenApiTypes.STR, enum=["stdout", "stderr"],
+                             description="which stream (default stdout)"),
+            OpenApiParameter("offset", OpenApiTypes.INT,
+                             description="byte offset to read from (default 0)"),
+            OpenApiParameter("limit", OpenApiTypes.INT,
+                             description=f"at most this many bytes (default and maximum "
+                                         f"{OUTPUT_LIMIT})"),
+        ],
+        responses={(200, "application/octet-stream"): OpenApiResponse(
+            response=OpenApiTypes.BINARY,
+            description="the raw bytes from offset; headers X-Next-Offset (where to read "
+                        "next), X-Output-Finished (true when no more will come) and "
+                        "X-Probe-Run-State")},
+        summary="raw output of the probe run, from a byte offset (live while it runs)")
+    @action(detail=True, methods=["get"])
+    def output(self, request, pk=None):
+        run = self.get_object()
+        stream = request.query_params.get("stream", "stdout")
+        offset = _query_value(request, "offset", int)
+        limit = _query_value(request, "limit", int)
+        offset = 0 if offset is None else offset
+        limit = OUTPUT_LIMIT if limit is None else limit
+        if not 1 <= limit <= OUTPUT_LIMIT:
+            raise ValidationError({"limit": f"must be 1 … {OUTPUT_LIMIT}"})
+        try:
+            piece = output_read(run.pk, stream=stream, offset=offset, limit=limit)
+        except ValueError as error:
+            raise ValidationError({"detail": str(error)}) from None
+        response = HttpResponse(piece.data, content_type="application/octet-stream")
+        response["X-Output-Offset"] = str(offset)
+        response["X-Next-Offset"] = str(piece.next_offset)
+        response["X-Output-Finished"] = "true" if piece.finished else "false"
+        response["X-Probe-Run-State"] = piece.state
+        return response
+
+
+@extend_schema(tags=["evidence"])
+@filtered(gate_run=("gate_run_id", int, "gate run id"),
+          metric=("metric", str, "metric name (METRICS.md)"),
+          probe_run=("probe_run_id", int, "probe run id"),
+          node=("node__name", str, "node name"),
+          derived=("derived", bool, "true: derived figures only; false: read figures only"))
+class MeasurementViewSet(ScopedViewSet):
+    """Measurements in METRICS.md's JSON (metric, value, unit, labels) plus ids."""
+
+    serializer_class = s.MeasurementSerializer
+    engagement_path = "gate_run__gate__engagement"
+
+    def base_queryset(self):
+        return (Measurement.objects.select_related("node")
+                .prefetch_related(Prefetch("inputs", queryset=Measurement.objects.only("id")))
+                .order_by("id"))
+
+
+@extend_schema(tags=["decisions"])
+@filtered(**_gate_filters, gate_run=("gate_run_id", int, "gate run id"),
+          outcome=("outcome", str, "passed, stopped or review"))
+class DecisionViewSet(ScopedViewSet):
+    """Decisions with every criterion's verdict and the measurements it used."""
+
+    serializer_class = s.DecisionSerializer
+    engagement_path = "gate__engagement"
+
+    def base_queryset(self):
+        verdicts = (CriterionVerdict.objects.select_related("criterion")
+                    .prefetch_related(Prefetch("measurements",
+                                               queryset=Measurement.objects.only("id")))
+                    .order_by("position"))
+        return (Decision.objects.select_related("gate__engagement", "report")
+                .prefetch_related(Prefetch("verdicts", queryset=verdicts))
+                .order_by("-decided_at", "-id"))
+
+
+@extend_schema(tags=["reports"])
+@filtered(engagement=("decision__gate__engagement__name", str, "engagement name"),
+          gate=("decision__gate__code__iexact", str, "gate code (G1 … G4)"),
+          decision=("decision_id", int, "decision id"))
+class ReportViewSet(ScopedViewSet):
+    """Signed PDF reports: metadata, and the file through ``…/download/``."""
+
+    serializer_class = s.ReportSerializer
+    engagement_path = "decision__gate__engagement"
+
+    def base_queryset(self):
+        return Report.objects.select_related("decision__gate__engagement").order_by("-id")
+
+    @extend_schema(responses={(200, "application/pdf"): OpenApiTypes.BINARY},
+                   summary="the signed PDF")
+    @action(detail=True, methods=["get"])
+    def download(self, request, pk=None):
+        report = self.get_object()
+        path = Path(report.path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound("the report file is missing on the server") from None
+        if hashlib.sha256(data).hexdigest() != report.sha256:
+            raise ReportFileMismatch()
+        response = HttpResponse(data, content_type="application/pdf")
+        response["Content-Disposition"] = f'attachment; filename="{path.name}"'
+        response["X-Report-SHA256"] = report.sha256
+        return response
+

@@ -1,0 +1,374 @@
+"""What the run pages show, as plain data built from the ledger (the templates only loop).
+
+``run_status`` — the gate run, each node job and its probe runs with state, progress and errors;
+``log_advance`` — the run's output from the byte offsets a browser holds, probe run after probe
+run, so a page can keep appending to its log without reloading (the same reading as
+``manage.py tail_run --gate-run``); ``run_results`` — the decision, every measurement in the
+units people read, and the charts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
+from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
+from runners import charts
+from runners.live import output_read
+from runners.models import GateRun, NodeJob, ProbeRun
+from runners.templatetags.units import measurement_text
+
+OVER = (GateRun.State.DONE, GateRun.State.FAILED, GateRun.State.CANCELLED)
+LOG_BUDGET_PAGE = 256 << 10  # bytes of log the first page load carries
+LOG_BUDGET_POLL = 128 << 10  # bytes of log one poll carries at most
+LOG_PROBES_PER_READ = 60  # probe runs one read may step through
+
+STATE_LABELS = {
+    "queued": gettext_lazy("queued"),
+    "connecting": gettext_lazy("connecting"),
+    "running": gettext_lazy("running"),
+    "evaluating": gettext_lazy("evaluating"),
+    "parsing": gettext_lazy("parsing"),
+    "parsed": gettext_lazy("parsed"),
+    "done": gettext_lazy("done"),
+    "failed": gettext_lazy("failed"),
+    "cancelled": gettext_lazy("cancelled"),
+    "timed_out": gettext_lazy("timed out"),
+    "passed": gettext_lazy("passed"),
+    "stopped": gettext_lazy("stopped"),
+    "review": gettext_lazy("review"),
+    "pending": gettext_lazy("pending"),
+    "active": gettext_lazy("active"),
+    "accepted": gettext_lazy("accepted"),
+    "pass": gettext_lazy("pass"),
+    "fail": gettext_lazy("fail"),
+    "insufficient": gettext_lazy("insufficient data"),
+}
+
+
+def state_label(state: str) -> str:
+    return str(STATE_LABELS.get(state, state))
+
+
+def is_over(gate_run: GateRun) -> bool:
+    return gate_run.state in OVER
+
+
+# --- status: the run, its node jobs and probe runs ------------------------------------------
+
+
+@dataclass
+class ProbeRow:
+    id: int
+    probe: str
+    detail: str  # arm / phase / round / device: what tells two runs of a probe apart
+    state: str
+    state_text: str
+    progress: float | None
+    progress_text: str
+    progress_width: str  # CSS width of the bar, "45%"
+    exit_code: int | None
+    size_text: str
+    error_kind: str
+    error: str
+    simulated: bool
+    log_url: str
+
+
+@dataclass
+class NodeRow:
+    name: str
+    role: str
+    state: str
+    state_text: str
+    error_kind: str
+    error: str
+    failed: bool
+    probes: list[ProbeRow] = field(default_factory=list)
+    open: bool = True  # shown unfolded: while the run goes on, or when something failed
+    summary: str = ""  # "50 probe runs: 49 parsed, 1 failed"
+
+
+def _size_text(size: int) -> str:
+    if size < 1024:
+        return _("%(n)s B") % {"n": size}
+    if size < 1 << 20:
+        return _("%(n).1f KiB") % {"n": size / 1024}
+    return _("%(n).1f MiB") % {"n": size / (1 << 20)}
+
+
+def _detail(run: ProbeRun) -> str:
+    parts = [f"{k} {v}" for k, v in run.labels.items()]
+    if run.arm and "arm" not in run.labels:
+        parts.insert(0, f"arm {run.arm}")
+    for key in ("device", "controller"):
+        if key in run.parameters and run.parameters[key]:
+            parts.append(str(run.parameters[key]))
+    return " · ".join(parts)
+
+
+def probe_row(run: ProbeRun, gate_run_id: int) -> ProbeRow:
+    progress = run.progress
+    return ProbeRow(
+        id=run.id, probe=run.probe, detail=_detail(run), state=run.state,
+        state_text=state_label(run.state), progress=progress,
+        progress_text="" if progress is None else f"{progress:.0f} %",
+        progress_width="" if progress is None else f"{max(0.0, min(progress, 100.0)):.0f}%",
+        exit_code=run.exit_code, size_text=_size_text(run.stdout_size + run.stderr_size),
+        error_kind=run.error_kind, error=run.error, simulated=run.simulated,
+        log_url=reverse("run-detail", args=[gate_run_id]) + f"?probe={run.id}#log",
+    )
+
+
+def node_rows(gate_run: GateRun) -> list[NodeRow]:
+    """One row per node job (and one for evidence the service holds, such as the BOM), each
+    with its probe runs in the order they started."""
+    rows: dict[int | None, NodeRow] = {}
+    service = ProbeRun.objects.filter(gate_run=gate_run, node__isnull=True).order_by("id")
+    runs = (ProbeRun.objects.filter(gate_run=gate_run, node__isnull=False)
+            .defer("stdout", "stderr").order_by("id"))
+    if service.exists():
+        rows[None] = NodeRow(name=_("service"), role=_("evidence the service holds"),
+                             state="done", state_text=state_label("done"), error_kind="",
+                             error="", failed=False)
+    for job in NodeJob.objects.filter(gate_run=gate_run).select_related("node").order_by(
+            "node__name"):
+        failed = job.state in (NodeJob.State.FAILED, NodeJob.State.CANCELLED,
+                               NodeJob.State.TIMED_OUT)
+        rows[job.node_id] = NodeRow(
+            name=job.node.name, role=job.node.get_role_display(), state=job.state,
+            state_text=state_label(job.state), error_kind=job.error_kind, error=job.error,
+            failed=failed)
+    for run in service.defer("stdout", "stderr"):
+        rows[None].probes.append(probe_row(run, gate_run.id))
+    for run in runs:
+        if run.node_id in rows:
+            rows[run.node_id].probes.append(probe_row(run, gate_run.id))
+    over = is_over(gate_run)
+    for row in rows.values():
+        states: dict[str, int] = {}
+        for probe in row.probes:
+            states[probe.state] = states.get(probe.state, 0) + 1
+        trouble = row.failed or any(s in states for s in ("failed", "cancelled"))
+        row.open = not over or trouble
+        counted = ", ".join(f"{n} {state_label(s)}" for s, n in sorted(states.items()))
+        row.summary = (ngettext("%(n)s probe run", "%(n)s probe runs", len(row.probes))
+                       % {"n": len(row.probes)}) + (f": {counted}" if counted else "")
+    return list(rows.values())
+
+
+def run_simulated(gate_run: GateRun) -> bool:
+    """Simulated evidence: a lab engagement, or any output a lab stand-in produced."""
+    return gate_run.gate.engagement.is_lab or gate_run.probe_runs.filter(simulated=True).exists()
+
+
+def run_counts(rows: list[NodeRow]) -> dict[str, int]:
+    probes = [p for r in rows for p in r.probes]
+    return {"nodes": sum(1 for r in rows if r.name != _("service")),
+            "probes": len(probes),
+            "finished": sum(1 for p in probes if p.state in ("parsed", "failed", "cancelled")),
+            "failed": sum(1 for p in probes if p.state == "failed")}
+
+
+# --- the log: every probe run's output in turn, from the offsets the browser holds -----------
+
+
+@dataclass(frozen=True)
+class LogCursor:
+    """Where a browser's log is: probe run followed (None: not started), byte offsets of its
+    stdout and stderr, whether the person pinned one probe run, and whether the page already
+    shows the results (so a poll need not send them again)."""
+
+    probe: int | None = None
+    out: int = 0
+    err: int = 0
+    pinned: bool = False
+    results_shown: bool = False
+
+    def query(self) -> str:
+        values = {"probe": "" if self.probe is None else self.probe, "out": self.out,
+                  "err": self.err, "pin": int(self.pinned), "res": int(self.results_shown)}
+        return urlencode(values)
+
+
+class BadCursor(ValueError):
+    """The query string does not name a position in this run's log."""
+
+
+def cursor_from(query, gate_run: GateRun) -> LogCursor:
+    """Parse ``probe``, ``out``, ``err``, ``pin``, ``res`` from a query dict (BadCursor)."""
+    try:
+        probe_text = query.get("probe", "")
+        probe = int(probe_text) if probe_text not in ("", None) else None
+        out, err = int(query.get("out", 0)), int(query.get("err", 0))
+        pinned, shown = query.get("pin", "0") == "1", query.get("res", "0") == "1"
+    except (TypeError, ValueError):
+        raise BadCursor("probe, out and err must be whole numbers") from None
+    if out < 0 or err < 0:
+        raise BadCursor("offsets must be >= 0")
+    if probe is not None and not gate_run.probe_runs.filter(id=probe).exists():
+        raise BadCursor("no such probe run in this gate run")
+    if pinned and probe is None:
+        raise BadCursor("pin needs a probe run")
+    return LogCursor(probe, out, err, pinned, shown)
+
+
+@dataclass(frozen=True)
+class LogPiece:
+    kind: str  # "head" (which probe run follows), "out" (stdout), "err" (stderr)
+    text: str
+
+
+def _complete_utf8(data: bytes) -> bytes:
+    """``data`` without an incomplete UTF-8 sequence at its end (it completes next read)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:
+            continue
+        if byte < 0x80:
+            return data
+        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4
+        return data if back >= need else data[:-back]
+    return data
+
+
+def _head(run: ProbeRun) -> LogPiece:
+    where = run.node.name if run.node else _("service")
+    detail = _detail(run)
+    return LogPiece("head", f"── {where} · {run.probe}{' · ' + detail if detail else ''} ──\n")
+
+
+def log_advance(gate_run: GateRun, cursor: LogCursor,
+                budget: int = LOG_BUDGET_POLL) -> tuple[list[LogPiece], LogCursor, bool]:
+    """New log text from ``cursor`` on, at most ``budget`` bytes: the followed probe run's new
+    stdout and stderr, then (unless pinned) the next probe runs in the order they started.
+
+    Returns the pieces, the cursor to ask from next time and whether the log is complete
+    (the run is over and every byte of it has been handed out).
+    """
+    ids = list(gate_run.probe_runs.order_by("id").values_list("id", flat=True))
+    pieces: list[LogPiece] = []
+    used = 0
+    over = is_over(gate_run)  # read before the output: a run that ends meanwhile is read again
+    if cursor.probe is None:
+        if not ids:
+            return pieces, cursor, over
+        cursor = LogCursor(ids[0], 0, 0, False, cursor.results_shown)
+        pieces.append(_head(ProbeRun.objects.select_related("node").defer(
+            "stdout", "stderr").get(id=ids[0])))
+    for _step in range(LOG_PROBES_PER_READ):
+        offsets = {"stdout": cursor.out, "stderr": cursor.err}
+        finished = True
+        for stream, kind in (("stdout", "out"), ("stderr", "err")):
+            room = budget - used
+            if room <= 0:
+                finished = False
+                break
+            piece = output_read(cursor.probe, stream=stream, offset=offsets[stream], limit=room)
+            data = piece.data if piece.finished else _complete_utf8(piece.data)
+            if data:
+                pieces.append(LogPiece(kind, data.decode("utf-8", errors="replace")))
+                used += len(data)
+            offsets[stream] += len(data)
+            finished = finished and piece.finished and len(data) == len(piece.data)
+        cursor = LogCursor(cursor.probe, offsets["stdout"], offsets["stderr"], cursor.pinned,
+                           cursor.results_shown)
+        if not finished:
+            return pieces, cursor, False
+        if cursor.pinned:
+            return pieces, cursor, over
+        later = [i for i in ids if i > cursor.probe]
+        if not later:
+            return pieces, cursor, over
+        cursor = LogCursor(later[0], 0, 0, False, cursor.results_shown)
+        pieces.append(_head(ProbeRun.objects.select_related("node").defer(
+            "stdout", "stderr").get(id=later[0])))
+    return pieces, cursor, False
+
+
+# --- results: decision, measurements, charts -------------------------------------------------
+
+
+@dataclass
+class VerdictRow:
+    metric: str
+    description: str
+    requirement: str
+    measured: str
+    verdict: str
+    verdict_text: str
+    explanation: str
+
+
+@dataclass
+class MeasurementRow:
+    metric: str
+    node: str
+    labels: str
+    value: str
+    derived: bool
+    simulated: bool
+
+
+def _labels_text(labels: dict) -> str:
+    return " · ".join(f"{k} {v}" for k, v in sorted(labels.items()))
+
+
+def run_results(gate_run: GateRun) -> dict:
+    """The decision with every criterion's verdict, the measurements and the charts."""
+    decision = getattr(gate_run, "decision", None) if gate_run.state == "done" else None
+    verdicts = []
+    threshold = LINE_EFFICIENCY_MIN
+    reference_s = None
+    criteria = list(gate_run.gate.criteria.all())
+    for criterion in criteria:
+        if criterion.metric == "line_efficiency" and criterion.threshold is not None:
+            threshold = criterion.threshold
+        if criterion.metric == "ttft_p50" and criterion.reference_value is not None:
+            reference_s = criterion.reference_value
+    if decision is not None:
+        for v in decision.verdicts.all():
+            snap = v.criterion_snapshot
+            verdicts.append(VerdictRow(
+                metric=snap["metric"], description=snap["description"],
+                requirement=snap["requirement"],
+                measured="—" if v.measured_value is None else measurement_text(v.measured_value,
+                                                                                v.unit),
+                verdict=v.verdict, verdict_text=state_label(v.verdict),
+                explanation=v.explanation))
+    simulated_runs = set(gate_run.probe_runs.filter(simulated=True).values_list("id", flat=True))
+    lab = gate_run.gate.engagement.is_lab
+    figures, rows = [], []
+    for m in gate_run.measurements.select_related("node").order_by("metric", "node__name", "id"):
+        simulated = lab or m.probe_run_id in simulated_runs
+        node = m.node.name if m.node else ""
+        figures.append(charts.Figure(m.metric, m.value, m.unit, node, m.labels, m.derived,
+                                     simulated))
+        rows.append(MeasurementRow(metric=m.metric, node=node or "—",
+                                   labels=_labels_text(m.labels),
+                                   value=measurement_text(m.value, m.unit), derived=m.derived,
+                                   simulated=simulated))
+    if reference_s is None and any(c.metric == "ttft_p50" for c in criteria):
+        reference_s = R2_LOCAL_NVME_C16_TTFT_P50_S
+    report = getattr(decision, "report", None) if decision is not None else None
+    report_url = ""
+    if report is not None:
+        try:
+            report_url = reverse("report-download", args=[report.id])
+        except NoReverseMatch:  # the report pages are not installed
+            report_url = ""
+    return {
+        "decision": decision,
+        "decision_outcome_text": state_label(decision.outcome) if decision else "",
+        "verdicts": verdicts,
+        "measurements": rows,
+        "charts": charts.run_charts(figures, line_threshold=threshold,
+                                    ttft_reference_s=reference_s),
+        "report_name": report.path.rsplit("/", 1)[-1] if report else "",
+        "report_sha256": report.sha256 if report else "",
+        "report_url": report_url,
+    }

@@ -1,0 +1,100 @@
+"""The verification page: upload a PDF, read the signature check in plain words; files above
+50 MB are refused with a clear error and never checked."""
+
+from __future__ import annotations
+
+from io import BytesIO
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+from pyhanko.pdf_utils import generic
+from pyhanko.pdf_utils.writer import PdfFileWriter
+
+from reports import forms
+from reports.signing import sign_pdf
+from tests.web.conftest import report_for
+
+
+@pytest.fixture
+def signed_pdf(private_dirs) -> bytes:
+    """A one-page blank PDF, signed by the tests' development signer (``private_dirs`` points
+    SIGNING_DIR at it first)."""
+    writer = PdfFileWriter()
+    writer.insert_page(generic.DictionaryObject({
+        generic.pdf_name("/Type"): generic.pdf_name("/Page"),
+        generic.pdf_name("/MediaBox"): generic.ArrayObject(
+            [generic.NumberObject(n) for n in (0, 0, 595, 842)]),
+        generic.pdf_name("/Resources"): generic.DictionaryObject(),
+    }))
+    out = BytesIO()
+    writer.write(out)
+    return sign_pdf(out.getvalue())
+
+
+def upload(client, user, data: bytes, name: str = "report.pdf"):
+    client.force_login(user)
+    return client.post(reverse("report-verify"),
+                       {"pdf": SimpleUploadedFile(name, data, "application/pdf")})
+
+
+def test_a_genuine_report_verifies(client, customer_a, signed_pdf):
+    html = upload(client, customer_a, signed_pdf).content.decode()
+    assert "Genuine: the signature is intact, the signer is trusted" in html
+    assert "Acceptance Service (development)" in html
+    assert " UTC" in html
+
+
+def test_a_changed_report_does_not(client, customer_a, signed_pdf):
+    tampered = signed_pdf + b"\n% appended after signing\n"
+    html = upload(client, customer_a, tampered).content.decode()
+    assert "Not valid" in html and "Genuine" not in html
+
+
+def test_a_file_that_is_not_a_pdf_is_not_valid(client, customer_a):
+    html = upload(client, customer_a, b"hello", "notes.txt").content.decode()
+    assert "Not valid: no signature this service can check." in html
+    assert "not a PDF file" in html
+
+
+def test_it_names_a_report_of_this_service_the_user_may_see(client, customer_a, stopped_a,
+                                                            signed_pdf, tmp_path):
+    engagement, decision, report = stopped_a
+    report.delete()
+    report_for(decision, tmp_path, signed_pdf)
+    html = upload(client, customer_a, signed_pdf).content.decode()
+    assert "This is the G1 Arrival acceptance report of acme-1 issued here on" in html
+
+
+def test_it_never_names_another_customers_report(client, customer_b, stopped_a, signed_pdf,
+                                                 tmp_path):
+    engagement, decision, report = stopped_a
+    report.delete()
+    report_for(decision, tmp_path, signed_pdf)
+    html = upload(client, customer_b, signed_pdf).content.decode()
+    assert "Genuine" in html and "acme-1" not in html
+
+
+@pytest.mark.parametrize("size", [
+    200_000,  # the request announces more than the limit: dropped before any byte is kept
+    5_000,  # within the request's margin, but the file itself passes the limit as it arrives
+])
+def test_a_file_over_the_limit_is_refused_with_a_clear_error(client, customer_a, monkeypatch,
+                                                             size):
+    monkeypatch.setattr(forms, "MAX_VERIFY_BYTES", 1000)
+    response = upload(client, customer_a, b"%PDF-" + b"x" * size)
+    assert response.status_code == 413
+    html = response.content.decode()
+    assert "The file is larger than" in html and "Nothing was checked." in html
+    assert "Genuine" not in html and "Not valid" not in html
+
+
+def test_the_limit_is_50_mb():
+    assert forms.MAX_VERIFY_BYTES == 50 * 1024 * 1024
+    assert "larger than 50 MB" in forms.too_large_message()
+
+
+def test_a_post_without_a_file_asks_for_one(client, customer_a):
+    client.force_login(customer_a)
+    html = client.post(reverse("report-verify"), {}).content.decode()
+    assert "Choose a PDF file to check." in html
