@@ -31,9 +31,11 @@ TRACK_SCRIPT = (
     'wait "$p"; rc=$?; rm -f "$f"; exit "$rc"'
 )
 # Kills the probe's process group and confirms nothing of it is left: prints "gone" (exit 0),
-# "absent" (exit 0: it had already ended), or exit 1 if it survived SIGKILL. $1 pid file.
+# "absent" (exit 0: it had already ended), or exit 1 if it survived SIGKILL. $1 pid file. A
+# command that has just started may not have written its pid yet: wait up to 3 s for it.
 KILL_SCRIPT = (
-    'f=$1; [ -f "$f" ] || { echo absent; exit 0; }; p=$(cat "$f"); '
+    'f=$1; i=0; while [ ! -s "$f" ] && [ "$i" -lt 30 ]; do i=$((i+1)); sleep 0.1; done; '
+    '[ -s "$f" ] || { echo absent; exit 0; }; p=$(cat "$f"); '
     'kill -TERM -- "-$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; i=0; '
     'while kill -0 -- "-$p" 2>/dev/null || kill -0 "$p" 2>/dev/null; do i=$((i+1)); '
     '[ "$i" -eq 30 ] && { kill -KILL -- "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; }; '
