@@ -165,12 +165,27 @@ def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] |
             last_error = str(error)
             server_stop(directory)
             continue
-        pid = int((directory / "sshd.pid").read_text().split()[0])
+        pid = _read_pid(directory / "sshd.pid")
         info = {"port": port, "pid": pid, "user": user}
         _write(directory / "server.json", json.dumps(info), 0o644)
         return LabServer(directory, port, pid, user, host_public, client_private)
     log = (directory / "sshd.log").read_text() if (directory / "sshd.log").exists() else ""
     raise LabError(f"could not start the lab sshd: {last_error} {log.strip()}".strip())
+
+
+def _read_pid(path: Path, deadline_s: float = 10.0) -> int:
+    """The daemon's pid: sshd may answer on its port a moment before it writes its pid file."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            text = path.read_text().split()
+            if text:
+                return int(text[0])
+        except FileNotFoundError:
+            pass
+        if time.monotonic() > end:
+            raise LabError(f"the lab sshd wrote no pid file {path} within {deadline_s:g} s")
+        time.sleep(0.02)
 
 
 def _is_our_sshd(pid: int, directory: Path) -> bool:
