@@ -239,6 +239,7 @@ def ttft_chart(figures: list[Figure], reference_s: float | None = None) -> Chart
                      points=[Point(f.node, "node", f.value) for f in per_node],
                      series_names=names, reference=reference,
                      simulated=any(f.simulated for f in per_node),
+                     # xgettext:no-python-format
                      note=_("Lower is better; the baseline must be within ±10 % of R2."))
 
 
