@@ -1,14 +1,11 @@
 """ethtool parser: the ``Speed:`` line of ``ethtool IF`` and the sysfs speed integer."""
 
-from pathlib import Path
 
 import pytest
 
 from runners.parsers import ethtool
 from runners.parsers.base import ParseError
-
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
+from tests.parsers.corpus import CORPUS, needs_corpus
 
 SETTINGS = """Settings for ens1f0np0:
 \tSupported ports: [ Backplane ]

@@ -4,22 +4,14 @@ of RUNBOOK §3.2/§6, and one run of the real fio binary."""
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from runners.parsers import fio
 from runners.parsers.base import ParseError
+from tests.parsers.corpus import CORPUS, by_metric, needs_corpus
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 FIO = CORPUS / "fio"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
-
-
-def by_metric(measurements):
-    result = {m.metric: m for m in measurements}
-    assert len(result) == len(measurements), "one measurement per metric expected"
-    return result
 
 
 def parse_file(name):

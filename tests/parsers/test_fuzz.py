@@ -20,7 +20,6 @@ import shutil
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,8 +27,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import PARSERS
 from runners.parsers.base import UNITS, MeasurementData, ParseError
-
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+from tests.parsers.corpus import CORPUS
 
 # parser → corpus files of its tool (read in place, never copied)
 CORPUS_FILES = {

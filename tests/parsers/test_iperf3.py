@@ -12,17 +12,10 @@ import pytest
 
 from runners.parsers import PARSERS, iperf3
 from runners.parsers.base import ParseError, null_bare_nonfinite
+from tests.parsers.corpus import CORPUS, by_metric, needs_corpus
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 IPERF3 = CORPUS / "iperf3"
 FRAGMENT = IPERF3 / "iperf-3.0.11-udp-interval-FRAGMENT-lost_percent-minus-nan-from-issue-364.txt"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
-
-
-def by_metric(measurements):
-    result = {m.metric: m for m in measurements}
-    assert len(result) == len(measurements), "one measurement per metric expected"
-    return result
 
 
 def parse_file(name):

@@ -1,16 +1,14 @@
 """nvme_list parser: the flat, verbose 2.x and verbose 3.0 shapes of ``nvme list -o json``."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from runners.parsers import nvme_list
 from runners.parsers.base import ParseError
+from tests.parsers.corpus import CORPUS, needs_corpus
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 NVME = CORPUS / "nvme"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
 
 
 def counts(measurements):

@@ -1,16 +1,14 @@
 """nvme_self_test_log parser: newest used entry decides; unused slots (0xf) are skipped."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from runners.parsers import nvme_self_test_log
 from runners.parsers.base import ParseError
+from tests.parsers.corpus import CORPUS, needs_corpus
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 FRAGMENT = CORPUS / "nvme" / "nvme-cli-2.x-self-test-log-entry-FRAGMENT-from-issue-1758.txt"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
 
 UNUSED = {"Self test result": 15}
 

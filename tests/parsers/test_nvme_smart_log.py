@@ -1,16 +1,14 @@
 """nvme_smart_log parser: int, float, string and object-valued fields of ``nvme smart-log``."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from runners.parsers import nvme_smart_log
 from runners.parsers.base import ParseError
+from tests.parsers.corpus import CORPUS, needs_corpus
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 NVME = CORPUS / "nvme"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
 
 BASE = {"critical_warning": 0, "temperature": 310, "avail_spare": 100, "spare_thresh": 5,
         "percent_used": 2, "media_errors": 0, "num_err_log_entries": 0}

@@ -2,14 +2,13 @@
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
+from tests.parsers.corpus import CORPUS, needs_corpus
+
 pytestmark = pytest.mark.skipif(not settings.configured, reason="needs Django (pytest-django)")
 
 FIO = {"fio version": "fio-3.33", "jobs": [

@@ -2,16 +2,14 @@
 or JSON Lines; milliseconds → seconds."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from runners.parsers import vllm_bench
 from runners.parsers.base import ParseError
+from tests.parsers.corpus import CORPUS, needs_corpus
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 VLLM = CORPUS / "vllm"
-needs_corpus = pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpus is not present")
 
 NEW = {
     "date": "20260301-101500", "endpoint_type": "openai", "backend": "openai", "label": None,
