@@ -581,6 +581,11 @@ _BENCH_WORKLOAD = {
 }
 _ENGINE_REF = {"result_dir": PATH, "port": PORT, "tag": TAG}
 
+
+def _engine_script(script: str, name: str) -> Callable[[dict[str, Any]], list[str]]:
+    """argv of a fixed engine script taking the arm's result dir, engine port and tag."""
+    return lambda p: ["sh", "-c", script, name, p["result_dir"], str(p["port"]), p["tag"]]
+
 PROBES.update({
     probe.name: probe
     for probe in [
@@ -652,8 +657,7 @@ PROBES.update({
         Probe(
             "kv_metrics_window", "inference", "vllm_metrics", ("vllm", "--version"), 120,
             dict(_ENGINE_REF),
-            lambda p: ["sh", "-c", METRICS_WINDOW_SCRIPT, "kv-metrics-window", p["result_dir"],
-                       str(p["port"]), p["tag"]],
+            _engine_script(METRICS_WINDOW_SCRIPT, "kv-metrics-window"),
             "the arm's /metrics window t0 → t1: evidence the tier was used (RUNBOOK §4.4)",
             summary=lambda p: (
                 f"the /metrics scrape t0 kept at engine start, then curl -s "
@@ -663,8 +667,7 @@ PROBES.update({
         Probe(
             "kv_engine_stop", "inference", "vllm_metrics", ("vllm", "--version"), 300,
             dict(_ENGINE_REF),
-            lambda p: ["sh", "-c", ENGINE_STOP_SCRIPT, "kv-engine-stop", p["result_dir"],
-                       str(p["port"]), p["tag"]],
+            _engine_script(ENGINE_STOP_SCRIPT, "kv-engine-stop"),
             "stop the arm's engine, the pid this run recorded only (RUNBOOK §4.3 step 5)",
             summary=lambda p: (
                 f"a last /metrics scrape, then kill -TERM the vllm serve pid recorded for port "
