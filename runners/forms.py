@@ -223,3 +223,32 @@ class LabForm(forms.Form):
             "Each is its own sshd on 127.0.0.1 with its own host key (1 … %(max)s)"
         ) % {"max": MAX_NODES}
         self.fields["scenario"].choices = [(name, name) for name in scenario_names()]
+
+
+class RerunForm(forms.Form):
+    """Re-running a gate (every node) or one node of a finished attempt. A one-node re-run and
+    a re-run of a passed gate need a reason; a passed gate also needs the confirmation box."""
+
+    node = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+    reason = forms.CharField(
+        label=_("Reason"), required=False, max_length=2000, strip=True,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Recorded in the audit trail with your name and the time."))
+    confirm = forms.BooleanField(
+        label=_("I confirm: this gate has passed, and the new attempt's decision replaces that "
+                "pass"), required=False)
+
+    def __init__(self, *args, needs_confirm: bool, per_node: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.needs_confirm = needs_confirm
+        if not needs_confirm:
+            del self.fields["confirm"]
+        if per_node or needs_confirm:
+            self.fields["reason"].required = True
+            self.fields["reason"].error_messages["required"] = _(
+                "Give a reason: it is recorded in the audit trail.")
+
+    def clean_confirm(self):
+        if self.needs_confirm and not self.cleaned_data.get("confirm"):
+            raise forms.ValidationError(_("Tick the box to confirm the re-run of a passed gate."))
+        return True

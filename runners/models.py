@@ -44,6 +44,13 @@ class GateRun(models.Model):
     )
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_by = models.CharField(max_length=150, blank=True)
+    rerun_of = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="reruns",
+        help_text="the finished attempt whose other nodes' evidence this one-node re-run carries")
+    rerun_node = models.ForeignKey(
+        Node, on_delete=models.PROTECT, null=True, blank=True, related_name="reruns",
+        help_text="the one node a per-node re-run ran again (empty: every node ran)")
+    reason = models.TextField(blank=True, help_text="why a person re-ran (audited)")
 
     class Meta:
         ordering = ["-created_at"]
@@ -87,6 +94,10 @@ class NodeJob(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     error_kind = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)
+    carried_from = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="carried_into",
+        help_text="in a per-node re-run: the earlier job whose evidence this node contributes "
+                  "by reference (always the job that ran on the node, never a carried one)")
 
     class Meta:
         constraints = [

@@ -91,6 +91,8 @@ class NodeRow:
     probes: list[ProbeRow] = field(default_factory=list)
     open: bool = True  # shown unfolded: while the run goes on, or when something failed
     summary: str = ""  # "50 probe runs: 49 parsed, 1 failed"
+    carried_text: str = ""  # "evidence carried from attempt #1" (a per-node re-run)
+    rerun_url: str = ""  # re-run this node alone (engineers, once the run is over)
 
 
 def _size_text(size: int) -> str:
@@ -126,35 +128,44 @@ def probe_row(run: ProbeRun, gate_run_id: int) -> ProbeRow:
 
 def node_rows(gate_run: GateRun) -> list[NodeRow]:
     """One row per node job (and one for evidence the service holds, such as the BOM), each
-    with its probe runs in the order they started."""
+    with its probe runs in the order they started. In a per-node re-run, the nodes whose
+    evidence is carried show the probe runs of the attempt that ran them, and say so."""
+    from runners.services import evidence_probe_runs
+
     rows: dict[int | None, NodeRow] = {}
     service = ProbeRun.objects.filter(gate_run=gate_run, node__isnull=True).order_by("id")
-    runs = (ProbeRun.objects.filter(gate_run=gate_run, node__isnull=False)
+    runs = (evidence_probe_runs(gate_run).filter(node__isnull=False)
             .defer("stdout", "stderr").order_by("id"))
     if service.exists():
         rows[None] = NodeRow(name=_("service"), role=_("evidence the service holds"),
                              state="done", state_text=state_label("done"), error_kind="",
                              error="", failed=False)
-    for job in NodeJob.objects.filter(gate_run=gate_run).select_related("node").order_by(
-            "node__name"):
+    over = is_over(gate_run)
+    for job in NodeJob.objects.filter(gate_run=gate_run).select_related(
+            "node", "carried_from__gate_run").order_by("node__name"):
         failed = job.state in (NodeJob.State.FAILED, NodeJob.State.CANCELLED,
                                NodeJob.State.TIMED_OUT)
         rows[job.node_id] = NodeRow(
             name=job.node.name, role=job.node.get_role_display(), state=job.state,
             state_text=state_label(job.state), error_kind=job.error_kind, error=job.error,
-            failed=failed)
+            failed=failed,
+            carried_text=_("evidence carried from attempt #%(n)s (not run again)") % {
+                "n": job.carried_from.gate_run.attempt} if job.carried_from_id else "")
     for run in service.defer("stdout", "stderr"):
         rows[None].probes.append(probe_row(run, gate_run.id))
     for run in runs:
         if run.node_id in rows:
-            rows[run.node_id].probes.append(probe_row(run, gate_run.id))
-    over = is_over(gate_run)
-    for row in rows.values():
+            rows[run.node_id].probes.append(probe_row(run, run.gate_run_id))
+    for node_id, row in rows.items():
         states: dict[str, int] = {}
         for probe in row.probes:
             states[probe.state] = states.get(probe.state, 0) + 1
         trouble = row.failed or any(s in states for s in ("failed", "cancelled"))
-        row.open = not over or trouble
+        row.open = (not over or trouble) and not row.carried_text
+        if over and trouble and node_id is not None:
+            name = row.name
+            row.rerun_url = reverse("run-rerun", args=[gate_run.id]) + "?" + urlencode(
+                {"node": name})
         counted = ", ".join(f"{n} {state_label(s)}" for s, n in sorted(states.items()))
         row.summary = (ngettext("%(n)s probe run", "%(n)s probe runs", len(row.probes))
                        % {"n": len(row.probes)}) + (f": {counted}" if counted else "")
@@ -312,6 +323,7 @@ class MeasurementRow:
     value: str
     derived: bool
     simulated: bool
+    carried: str = ""  # "carried from attempt #1": evidence of an earlier attempt, by reference
 
 
 def _labels_text(labels: dict) -> str:
@@ -340,10 +352,15 @@ def run_results(gate_run: GateRun) -> dict:
                                                                                 v.unit),
                 verdict=v.verdict, verdict_text=state_label(v.verdict),
                 explanation=v.explanation))
-    simulated_runs = set(gate_run.probe_runs.filter(simulated=True).values_list("id", flat=True))
+    from runners.services import evidence_measurements, evidence_probe_runs
+
+    simulated_runs = set(evidence_probe_runs(gate_run).filter(simulated=True).values_list(
+        "id", flat=True))
     lab = gate_run.gate.engagement.is_lab
+    attempts = dict(gate_run.gate.runs.values_list("id", "attempt"))
     figures, rows = [], []
-    for m in gate_run.measurements.select_related("node").order_by("metric", "node__name", "id"):
+    for m in evidence_measurements(gate_run).select_related("node").order_by(
+            "metric", "node__name", "id"):
         simulated = lab or m.probe_run_id in simulated_runs
         node = m.node.name if m.node else ""
         figures.append(charts.Figure(m.metric, m.value, m.unit, node, m.labels, m.derived,
@@ -351,7 +368,10 @@ def run_results(gate_run: GateRun) -> dict:
         rows.append(MeasurementRow(metric=m.metric, node=node or "—",
                                    labels=_labels_text(m.labels),
                                    value=measurement_text(m.value, m.unit), derived=m.derived,
-                                   simulated=simulated))
+                                   simulated=simulated,
+                                   carried="" if m.gate_run_id == gate_run.id else
+                                   _("carried from attempt #%(n)s") % {
+                                       "n": attempts.get(m.gate_run_id, "?")}))
     if reference_s is None and any(c.metric == "ttft_p50" for c in criteria):
         reference_s = R2_LOCAL_NVME_C16_TTFT_P50_S
     report = getattr(decision, "report", None) if decision is not None else None

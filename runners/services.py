@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from acceptance.models import Engagement, Node
+from acceptance.models import AuditEntry, Engagement, Node
 from gates import evaluation
 from gates.models import Gate
 from gates.services import GateRefused, decision_record, gate_check_runnable
@@ -78,17 +79,75 @@ def _roles_needed(gate: Gate) -> set[str]:
     return {step["role"] for step in gate.probe_plan if step["role"] != "service"}
 
 
+OVER = (GateRun.State.DONE, GateRun.State.FAILED, GateRun.State.CANCELLED)
+# Plan expansions measured on every node of the role at the same time (RUNBOOK §4.5): one node
+# re-measured alone would not be the same measurement, so such nodes are never re-run alone.
+CONCURRENT_EXPANSIONS = frozenset({"shared_readback"})
+
+
+class ConfirmationRequired(GateRefused):
+    """Re-running a gate that has passed needs ``confirmed=True`` and a reason: the new attempt's
+    decision replaces the pass as the gate's standing (and may stop the engagement)."""
+
+
+def _passed_rerun_check(*, gate: Gate, reason: str, confirmed: bool) -> None:
+    if gate.state != Gate.State.PASSED:
+        return
+    if not confirmed:
+        raise ConfirmationRequired(_(
+            "%(gate)s has passed: a re-run makes a new attempt and a new decision that "
+            "replaces the pass (a stop would stop the engagement). Confirm it and give a "
+            "reason.") % {"gate": gate.code})
+    if not reason:
+        raise ConfirmationRequired(_(
+            "%(gate)s has passed: re-running it needs a reason (recorded in the audit "
+            "trail).") % {"gate": gate.code})
+
+
+def _passed_rerun_audit(*, gate: Gate, gate_run: GateRun, actor: str, reason: str) -> None:
+    decision = gate.decisions.order_by("-decided_at", "-id").first()
+    AuditEntry.objects.create(
+        engagement=gate.engagement, actor=actor, action="passed gate re-run", reason=reason,
+        details={"gate": gate.code, "gate_run": gate_run.id, "attempt": gate_run.attempt,
+                 "node": gate_run.rerun_node.name if gate_run.rerun_node_id else "",
+                 "passed_decision": decision.id if decision else None,
+                 "passed_sentence": decision.sentence if decision else ""},
+    )
+
+
+def _gate_run_create(*, gate: Gate, started_by: str, probe_timeouts: dict | None,
+                     reason: str, **extra) -> GateRun:
+    """The next attempt of ``gate`` with the evidence the service holds (the BOM snapshot)
+    taken now; the caller adds the node jobs."""
+    attempt = (gate.runs.aggregate(m=Max("attempt"))["m"] or 0) + 1
+    gate_run = GateRun.objects.create(gate=gate, attempt=attempt, started_by=started_by,
+                                      state=GateRun.State.RUNNING, reason=reason,
+                                      probe_timeouts=dict(probe_timeouts or {}), **extra)
+    for step in gate.probe_plan:
+        if step["role"] == "service":
+            _service_probe_run(gate_run=gate_run, probe_name=step["probe"])
+    return gate_run
+
+
 @transaction.atomic
 def gate_run_start(*, gate: Gate, started_by: str,
-                   probe_timeouts: dict[str, int] | None = None) -> GateRun:
+                   probe_timeouts: dict[str, int] | None = None, reason: str = "",
+                   confirmed: bool = False) -> GateRun:
     """Create a run of ``gate`` and dispatch one Celery task per node (on commit), at most the
     site's ``max_parallel_nodes`` at once. ``probe_timeouts`` overrides probe timeouts (s).
 
-    Raises GateRefused when the gate may not run (order, stopped engagement, missing nodes).
+    A gate that has passed runs again only with ``confirmed=True`` and a ``reason`` (recorded
+    in the audit trail with who and the decision it may replace).
+
+    Raises GateRefused when the gate may not run (order, stopped engagement, missing nodes),
+    ConfirmationRequired (a GateRefused) for a passed gate without confirmation and reason;
+    nothing is created then.
     """
     Gate.objects.select_for_update().get(pk=gate.pk)
     gate.refresh_from_db()
     gate_check_runnable(gate=gate)
+    reason = (reason or "").strip()
+    _passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
     engagement = gate.engagement
     roles = _roles_needed(gate)
     nodes = list(engagement.nodes.filter(role__in=roles).order_by("name"))
@@ -98,16 +157,139 @@ def gate_run_start(*, gate: Gate, started_by: str,
             f"{gate.code}: engagement {engagement.name} has no node of role "
             f"{', '.join(sorted(missing))} registered."
         )
-    attempt = (gate.runs.aggregate(m=Max("attempt"))["m"] or 0) + 1
-    gate_run = GateRun.objects.create(gate=gate, attempt=attempt, started_by=started_by,
-                                      state=GateRun.State.RUNNING,
-                                      probe_timeouts=dict(probe_timeouts or {}))
-    for step in gate.probe_plan:
-        if step["role"] == "service":
-            _service_probe_run(gate_run=gate_run, probe_name=step["probe"])
+    gate_run = _gate_run_create(gate=gate, started_by=started_by, probe_timeouts=probe_timeouts,
+                                reason=reason)
+    if gate.state == Gate.State.PASSED:
+        _passed_rerun_audit(gate=gate, gate_run=gate_run, actor=started_by, reason=reason)
     NodeJob.objects.bulk_create(NodeJob(gate_run=gate_run, node=node) for node in nodes)
     transaction.on_commit(lambda: node_jobs_dispatch(gate_run_id=gate_run.id))
     return gate_run
+
+
+def _origin(job: NodeJob) -> NodeJob:
+    return job.carried_from if job.carried_from_id else job
+
+
+@transaction.atomic
+def gate_run_rerun_node(*, gate_run: GateRun, node_name: str, started_by: str, reason: str,
+                        confirmed: bool = False,
+                        probe_timeouts: dict[str, int] | None = None) -> GateRun:
+    """Re-run the probes of one node of a finished attempt of a gate.
+
+    The new attempt (``rerun_of`` = ``gate_run``, ``rerun_node`` = the node) dispatches only to
+    that node. Every other node of ``gate_run`` gets a job in the new attempt that is already
+    done and carries its evidence *by reference* (``NodeJob.carried_from``: the job that
+    really ran on the node, never a copy); the evidence the service holds (the BOM snapshot)
+    is taken afresh. The gate is then decided over the node's new probe runs plus the carried
+    ones, exactly as a full run (``evidence_probe_runs``, ``evidence_measurements``); derived
+    figures are computed again. Audited ("node re-run": who, why, which attempt and node).
+
+    Raises GateRefused, with nothing created, when: the reason is blank; ``gate_run`` is not
+    over or is not the gate's latest attempt (superseded); it holds imported evidence; the
+    gate may not run now (``gate_check_runnable``); ``node_name`` is not one of its nodes; the
+    node's role measures at the same time as the others (``CONCURRENT_EXPANSIONS``); another
+    node's evidence is not complete (its job did not finish done, or a probe run of it did
+    not parse) — then only a full re-run can decide. ConfirmationRequired when the gate has
+    passed and ``confirmed`` is not set.
+    """
+    reason = (reason or "").strip()
+    gate = Gate.objects.select_for_update().get(pk=gate_run.gate_id)
+    previous = GateRun.objects.get(pk=gate_run.pk)
+    where = _("%(gate)s attempt #%(n)s") % {"gate": gate.code, "n": previous.attempt}
+    if not reason:
+        raise GateRefused(_("%(where)s: re-running one node needs a reason (it is recorded in "
+                            "the audit trail).") % {"where": where})
+    if previous.state not in OVER:
+        raise GateRefused(_("%(where)s is still %(state)s: a node can be re-run once the "
+                            "attempt has finished.") % {"where": where,
+                                                        "state": previous.state})
+    latest = gate.runs.order_by("-attempt").first()
+    if latest is not None and latest.pk != previous.pk:
+        raise GateRefused(_("%(where)s is superseded by attempt #%(latest)s: re-run a node of "
+                            "the latest attempt.") % {"where": where, "latest": latest.attempt})
+    if previous.origin != GateRun.Origin.SSH:
+        raise GateRefused(_("%(where)s holds imported evidence: import a new bundle for the "
+                            "node instead.") % {"where": where})
+    gate_check_runnable(gate=gate)
+    jobs = list(previous.node_jobs.select_related("node", "carried_from").order_by("node__name"))
+    target = next((j for j in jobs if j.node.name == node_name), None)
+    if target is None:
+        raise GateRefused(_("%(where)s ran on no node named %(node)s (its nodes: %(nodes)s).")
+                          % {"where": where, "node": repr(node_name),
+                             "nodes": ", ".join(j.node.name for j in jobs) or "—"})
+    if any(step.get("expand") in CONCURRENT_EXPANSIONS and step["role"] == target.node.role
+           for step in gate.probe_plan):
+        raise GateRefused(_("%(gate)s measures every %(role)s node at the same time, so "
+                            "%(node)s cannot be re-measured alone: re-run the whole gate.")
+                          % {"gate": gate.code, "role": target.node.role,
+                             "node": target.node.name})
+    others = [j for j in jobs if j.pk != target.pk]
+    incomplete = []
+    for job in others:
+        origin = _origin(job)
+        if origin.state != NodeJob.State.DONE:
+            incomplete.append(f"{job.node.name} ({origin.state}"
+                              + (f": {origin.error_kind})" if origin.error_kind else ")"))
+        elif ProbeRun.objects.filter(gate_run_id=origin.gate_run_id, node=job.node).exclude(
+                state=ProbeRun.State.PARSED).exists():
+            incomplete.append(_("%(node)s (a probe run without parsed output)")
+                              % {"node": job.node.name})
+    if incomplete:
+        raise GateRefused(_("%(where)s: a one-node re-run carries the other nodes' evidence, "
+                            "so theirs must be complete; it is not for %(nodes)s. Re-run the "
+                            "whole gate instead.") % {"where": where,
+                                                      "nodes": "; ".join(incomplete)})
+    _passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
+    new = _gate_run_create(gate=gate, started_by=started_by, probe_timeouts=probe_timeouts,
+                           reason=reason, rerun_of=previous, rerun_node=target.node)
+    NodeJob.objects.create(gate_run=new, node=target.node)
+    NodeJob.objects.bulk_create(
+        NodeJob(gate_run=new, node=job.node, state=NodeJob.State.DONE,
+                carried_from=_origin(job), started_at=_origin(job).started_at,
+                finished_at=_origin(job).finished_at)
+        for job in others)
+    decision = getattr(previous, "decision", None) if previous.state == "done" else None
+    AuditEntry.objects.create(
+        engagement=gate.engagement, actor=started_by, action="node re-run", reason=reason,
+        details={"gate": gate.code, "node": target.node.name, "gate_run": new.id,
+                 "attempt": new.attempt, "previous_gate_run": previous.id,
+                 "previous_attempt": previous.attempt, "previous_state": previous.state,
+                 "previous_outcome": decision.outcome if decision else "",
+                 "carried": {job.node.name: _origin(job).gate_run_id for job in others}},
+    )
+    if gate.state == Gate.State.PASSED:
+        _passed_rerun_audit(gate=gate, gate_run=new, actor=started_by, reason=reason)
+    transaction.on_commit(lambda: node_jobs_dispatch(gate_run_id=new.id))
+    return new
+
+
+def _carried_sources(gate_run: GateRun) -> dict[int, list[int]]:
+    """Gate run id → node ids whose evidence ``gate_run`` carries from that run."""
+    sources: dict[int, list[int]] = {}
+    for run_id, node_id in NodeJob.objects.filter(
+            gate_run=gate_run, carried_from__isnull=False).values_list(
+            "carried_from__gate_run_id", "node_id"):
+        sources.setdefault(run_id, []).append(node_id)
+    return sources
+
+
+def evidence_probe_runs(gate_run: GateRun) -> QuerySet[ProbeRun]:
+    """Every probe run a decision of ``gate_run`` rests on: its own, plus — in a per-node
+    re-run — the other nodes' runs it carries from the attempt that ran them."""
+    where = Q(gate_run=gate_run)
+    for run_id, nodes in _carried_sources(gate_run).items():
+        where |= Q(gate_run_id=run_id, node_id__in=nodes)
+    return ProbeRun.objects.filter(where)
+
+
+def evidence_measurements(gate_run: GateRun) -> QuerySet[Measurement]:
+    """The measurements ``gate_run`` is judged on: its own (read and derived) plus the read
+    measurements of the carried probe runs (their derived figures are computed again)."""
+    where = Q(gate_run=gate_run)
+    for run_id, nodes in _carried_sources(gate_run).items():
+        where |= Q(gate_run_id=run_id, node_id__in=nodes, derived=False,
+                   probe_run__isnull=False)
+    return Measurement.objects.filter(where)
 
 
 def node_target(node: Node) -> SSHTarget:
@@ -431,7 +613,8 @@ def _evidence_errors(gate_run: GateRun) -> list[str]:
         for job in gate_run.node_jobs.select_related("node").filter(
             state__in=[NodeJob.State.FAILED, NodeJob.State.TIMED_OUT])
     ]
-    for run in gate_run.probe_runs.select_related("node").filter(state=ProbeRun.State.FAILED):
+    for run in evidence_probe_runs(gate_run).select_related("node").filter(
+            state=ProbeRun.State.FAILED):
         where = run.node.name if run.node else "service"
         message = f"{where}: {run.probe}: {run.error_kind}: {run.error}"
         if not any(message in e for e in errors):
@@ -450,7 +633,7 @@ def _samples(gate_run: GateRun) -> list[evaluation.Sample]:
     return [
         evaluation.Sample(m.id, m.metric, m.value, m.unit, m.labels,
                           m.node.name if m.node else "")
-        for m in gate_run.measurements.select_related("node")
+        for m in evidence_measurements(gate_run).select_related("node")
     ]
 
 
@@ -519,4 +702,5 @@ def gate_run_evaluate(*, gate_run_id: int) -> GateRun:
     return gate_run
 
 
-__all__ = ["GateRefused", "gate_run_start", "node_job_execute", "gate_run_evaluate"]
+__all__ = ["ConfirmationRequired", "GateRefused", "evidence_measurements", "evidence_probe_runs",
+           "gate_run_evaluate", "gate_run_rerun_node", "gate_run_start", "node_job_execute"]

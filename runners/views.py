@@ -36,6 +36,7 @@ from runners.forms import (
     LabForm,
     NodeAddressForm,
     NodeEnrolForm,
+    RerunForm,
     host_key_token,
     host_key_unsign,
 )
@@ -43,7 +44,7 @@ from runners.lab.scenarios import SCENARIOS
 from runners.lab.server import LabError
 from runners.lab.services import lab_up
 from runners.models import GateRun
-from runners.services import gate_run_start
+from runners.services import gate_run_rerun_node, gate_run_start
 from runners.transport import TransportError
 
 CANCEL_WAIT_S = 5.0  # a page waits this long for workers to stop; the rest settles on its own
@@ -56,7 +57,8 @@ def _require_engineer(user) -> None:
 
 def _visible_run(user, run_id: int) -> GateRun:
     """The gate run if ``user`` may see its engagement; 404 otherwise (also when absent)."""
-    run = get_object_or_404(GateRun.objects.select_related("gate__engagement"), id=run_id)
+    run = get_object_or_404(GateRun.objects.select_related(
+        "gate__engagement", "rerun_of", "rerun_node"), id=run_id)
     engagement_for(user, run.gate.engagement.name)
     return run
 
@@ -223,9 +225,15 @@ def gate_run_launch(request, name: str, code: str):
     _require_engineer(request.user)
     engagement = engagement_for(request.user, name)
     gate = _gate_of(engagement, code)
-    if request.method == "POST":
+    # A gate that has passed runs again only when confirmed with a reason (audited).
+    needs_confirm = gate.state == Gate.State.PASSED
+    form = RerunForm(request.POST if request.method == "POST" else None,
+                     needs_confirm=needs_confirm, per_node=False)
+    if request.method == "POST" and form.is_valid():
         try:
-            gate_run = gate_run_start(gate=gate, started_by=request.user.get_username())
+            gate_run = gate_run_start(gate=gate, started_by=request.user.get_username(),
+                                      reason=form.cleaned_data["reason"],
+                                      confirmed=needs_confirm)
         except GateRefused as refusal:
             messages.error(request, _("Not started, nothing was created: %(reason)s")
                            % {"reason": refusal})
@@ -251,7 +259,7 @@ def gate_run_launch(request, name: str, code: str):
         "engagement": engagement, "engagement_url": _engagement_url(engagement.name),
         "gate": gate, "gate_state_text": pages.state_label(gate.state), "refusal": refusal,
         "nodes": nodes, "missing": missing, "runs": runs, "criteria": criteria,
-        "simulated": engagement.is_lab,
+        "simulated": engagement.is_lab, "form": form, "needs_confirm": needs_confirm,
     })
 
 
@@ -276,6 +284,9 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
         "results": pages.run_results(gate_run) if include_results else None,
         "can_cancel": is_engineer and not over,
         "can_rerun": is_engineer and over,
+        "rerun": {"node": gate_run.rerun_node.name, "attempt": gate_run.rerun_of.attempt,
+                  "url": reverse("run-detail", args=[gate_run.rerun_of_id])}
+        if gate_run.rerun_of_id and gate_run.rerun_node_id else None,
         "pinned_probe": cursor.probe if cursor.pinned else None,
         "follow_url": reverse("run-detail", args=[gate_run.id]) + "#log",
     }
@@ -332,28 +343,52 @@ def run_cancel(request, run_id: int):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_rerun(request, run_id: int):
-    """Start the gate again. A re-run is a new attempt (a new GateRun) on every node the gate
-    runs on — even when asked from one node's row: re-running a single node is not possible
-    yet. The earlier attempt, its evidence and any decision stay as they were."""
+    """Re-run a finished attempt: the whole gate (every node: a new attempt), or with ``node``
+    one node alone (a new attempt that runs only there and carries the other nodes' evidence,
+    ``gate_run_rerun_node``). GET shows the confirmation form (reason; for a gate that has
+    passed, an explicit confirmation); POST starts it. The earlier attempt, its evidence and
+    any decision stay as they were."""
     _require_engineer(request.user)
     gate_run = _visible_run(request.user, run_id)
-    node = request.POST.get("node", "")
-    try:
-        new_run = gate_run_start(gate=gate_run.gate, started_by=request.user.get_username())
-    except GateRefused as refusal:
-        messages.error(request, _("Not started, nothing was created: %(reason)s")
-                       % {"reason": refusal})
-        return redirect("run-detail", run_id=gate_run.id)
-    text = _("Attempt #%(new)s of %(gate)s started: a re-run is a new attempt on every node "
-             "of the gate; attempt #%(old)s stays as it was.") % {
-        "new": new_run.attempt, "gate": gate_run.gate.code, "old": gate_run.attempt}
-    if node:
-        text += " " + _("Running %(node)s alone again is not possible yet, so all nodes run.") % {
-            "node": node}
-    messages.info(request, text)
-    return redirect("run-detail", run_id=new_run.id)
+    gate = gate_run.gate
+    data = request.POST if request.method == "POST" else None
+    node = (request.POST if data is not None else request.GET).get("node", "")
+    needs_confirm = gate.state == Gate.State.PASSED
+    form = RerunForm(data, initial={"node": node}, needs_confirm=needs_confirm,
+                     per_node=bool(node))
+    if data is not None and form.is_valid():
+        who, reason = request.user.get_username(), form.cleaned_data["reason"]
+        try:
+            if node:
+                new_run = gate_run_rerun_node(gate_run=gate_run, node_name=node, started_by=who,
+                                              reason=reason, confirmed=needs_confirm)
+            else:
+                new_run = gate_run_start(gate=gate, started_by=who, reason=reason,
+                                         confirmed=needs_confirm)
+        except GateRefused as refusal:
+            form.add_error(None, _("Not started, nothing was created: %(reason)s")
+                           % {"reason": refusal})
+        else:
+            if node:
+                text = _("Attempt #%(new)s of %(gate)s started: %(node)s runs again alone; the "
+                         "other nodes' evidence is carried from attempt #%(old)s.") % {
+                    "new": new_run.attempt, "gate": gate.code, "node": node,
+                    "old": gate_run.attempt}
+            else:
+                text = _("Attempt #%(new)s of %(gate)s started on every node; attempt #%(old)s "
+                         "stays as it was.") % {"new": new_run.attempt, "gate": gate.code,
+                                                "old": gate_run.attempt}
+            messages.info(request, text)
+            return redirect("run-detail", run_id=new_run.id)
+    return render(request, "runners/rerun_confirm.html", {
+        "run": gate_run, "gate": gate, "engagement": gate.engagement, "node": node,
+        "form": form, "needs_confirm": needs_confirm, "over": pages.is_over(gate_run),
+        "gate_state_text": pages.state_label(gate.state),
+        "run_url": reverse("run-detail", args=[gate_run.id]),
+        "engagement_url": _engagement_url(gate.engagement.name),
+    })
 
 
 # --- the lab ----------------------------------------------------------------------------------

@@ -79,12 +79,18 @@ class GateRunSerializer(serializers.ModelSerializer):
     engagement = serializers.CharField(source="gate.engagement.name", read_only=True)
     gate = serializers.CharField(source="gate.code", read_only=True)
     decision = serializers.SerializerMethodField()
+    rerun_node = serializers.CharField(
+        source="rerun_node.name", read_only=True, allow_null=True, default=None,
+        help_text="the one node a per-node re-run ran again (null: every node ran); the other "
+                  "nodes' evidence is carried from ``rerun_of`` (see node-jobs' "
+                  "``carried_from_gate_run``)")
 
     class Meta:
         model = GateRun
         fields = ["id", "engagement", "gate", "attempt", "state", "origin", "started_by",
                   "created_at", "finished_at", "error", "probe_timeouts",
-                  "cancel_requested_at", "cancel_requested_by", "decision"]
+                  "cancel_requested_at", "cancel_requested_by", "decision", "rerun_of",
+                  "rerun_node", "reason"]
 
     @extend_schema_field(OpenApiTypes.INT)
     def get_decision(self, run: GateRun) -> int | None:
@@ -111,6 +117,30 @@ class GateRunStartSerializer(serializers.Serializer):
         return value
 
 
+class _ConfirmReasonFields(serializers.Serializer):
+    reason = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=2000,
+        help_text="why (audited); required for a one-node re-run and for re-running a gate "
+                  "that has passed")
+    confirm = serializers.BooleanField(
+        required=False, default=False,
+        help_text="must be true to re-run a gate that has passed (its new decision replaces "
+                  "the pass)")
+
+
+class GateRunStartBodySerializer(GateRunStartSerializer, _ConfirmReasonFields):
+    """Body of a run start: probe timeout overrides, and reason + confirm for a passed gate."""
+
+
+class GateRunRerunSerializer(_ConfirmReasonFields):
+    """Body of a re-run of a finished attempt: ``node`` re-runs that node alone (the other
+    nodes' evidence carried by reference); without it every node runs again."""
+
+    node = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=64,
+        help_text="node name: re-run this node alone; empty: re-run the whole gate")
+
+
 class GateRunCancelSerializer(serializers.Serializer):
     gate_run = GateRunSerializer(read_only=True)
     killed = serializers.ListField(child=serializers.CharField(), read_only=True,
@@ -119,11 +149,15 @@ class GateRunCancelSerializer(serializers.Serializer):
 
 class NodeJobSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
+    carried_from_gate_run = serializers.IntegerField(
+        source="carried_from.gate_run_id", read_only=True, allow_null=True, default=None,
+        help_text="in a per-node re-run: the gate run whose evidence of this node is carried "
+                  "(null: the node ran in this gate run)")
 
     class Meta:
         model = NodeJob
         fields = ["id", "gate_run", "node", "state", "dispatched_at", "heartbeat_at",
-                  "started_at", "finished_at", "error_kind", "error"]
+                  "started_at", "finished_at", "error_kind", "error", "carried_from_gate_run"]
 
 
 class ProbeRunSerializer(serializers.ModelSerializer):

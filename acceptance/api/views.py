@@ -38,7 +38,7 @@ from runners.control import gate_run_cancel
 from runners.live import output_read
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.plans import node_steps
-from runners.services import gate_run_start
+from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
 
 CANCEL_WAIT_S = 5.0  # how long a cancel request waits for the run's workers to stop
 OUTPUT_LIMIT = 1 << 20  # at most this many bytes of raw output per request
@@ -175,9 +175,10 @@ class GateViewSet(ScopedViewSet):
             s.GateRunSerializer(page, many=True, context=self.get_serializer_context()).data)
 
     @extend_schema(
-        parameters=[GATE_CODE], request=s.GateRunStartSerializer,
+        parameters=[GATE_CODE], request=s.GateRunStartBodySerializer,
         responses={201: s.GateRunSerializer,
-                   400: OpenApiResponse(description="invalid probe timeouts"),
+                   400: OpenApiResponse(description="invalid probe timeouts; a passed gate "
+                                                    "without confirm: true and a reason"),
                    403: OpenApiResponse(description="not an engineer"),
                    404: OpenApiResponse(description="no such engagement or gate (or not "
                                                     "visible to you)"),
@@ -187,7 +188,7 @@ class GateViewSet(ScopedViewSet):
     def run_start(self, request, engagement_name: str, code: str):
         gate = self.get_object()
         _require_engineer(request)
-        body = s.GateRunStartSerializer(data=request.data)
+        body = s.GateRunStartBodySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         timeouts = body.validated_data["probe_timeouts"]
         if timeouts:
@@ -200,7 +201,11 @@ class GateViewSet(ScopedViewSet):
                     f"{', '.join(sorted(planned)) or 'none'})"]})
         try:
             gate_run = gate_run_start(gate=gate, started_by=request.user.get_username(),
-                                      probe_timeouts=timeouts)
+                                      probe_timeouts=timeouts,
+                                      reason=body.validated_data["reason"],
+                                      confirmed=body.validated_data["confirm"])
+        except ConfirmationRequired as refusal:
+            raise ValidationError({"confirm": [str(refusal)]}) from None
         except GateRefused as refusal:
             raise Conflict(str(refusal)) from None
         gate_run = GateRun.objects.select_related("gate__engagement").get(pk=gate_run.pk)
@@ -233,7 +238,7 @@ class GateRunViewSet(ScopedViewSet):
     engagement_path = "gate__engagement"
 
     def base_queryset(self):
-        return (GateRun.objects.select_related("gate__engagement", "decision")
+        return (GateRun.objects.select_related("gate__engagement", "decision", "rerun_node")
                 .order_by("-created_at", "-id"))
 
     @extend_schema(
@@ -258,6 +263,45 @@ class GateRunViewSet(ScopedViewSet):
             context=self.get_serializer_context()).data)
 
 
+    @extend_schema(
+        request=s.GateRunRerunSerializer,
+        responses={201: s.GateRunSerializer,
+                   400: OpenApiResponse(description="a reason is missing, or the gate has "
+                                                    "passed and confirm is not true"),
+                   403: OpenApiResponse(description="not an engineer"),
+                   409: OpenApiResponse(description="it may not be re-run now (not over, "
+                                                    "superseded, another node's evidence "
+                                                    "incomplete, …); the message says why")},
+        summary="re-run a finished attempt (engineers): one node alone, or every node")
+    @action(detail=True, methods=["post"])
+    def rerun(self, request, pk=None):
+        gate_run = self.get_object()
+        _require_engineer(request)
+        body = s.GateRunRerunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        node, reason = body.validated_data["node"], body.validated_data["reason"].strip()
+        confirmed = body.validated_data["confirm"]
+        if node and not reason:
+            raise ValidationError({"reason": ["re-running one node needs a reason (audited)"]})
+        who = request.user.get_username()
+        try:
+            if node:
+                new_run = gate_run_rerun_node(gate_run=gate_run, node_name=node, started_by=who,
+                                              reason=reason, confirmed=confirmed)
+            else:
+                new_run = gate_run_start(gate=gate_run.gate, started_by=who, reason=reason,
+                                         confirmed=confirmed)
+        except ConfirmationRequired as refusal:
+            raise ValidationError({"confirm": [str(refusal)]}) from None
+        except GateRefused as refusal:
+            raise Conflict(str(refusal)) from None
+        new_run = self.base_queryset().get(pk=new_run.pk)
+        return Response(s.GateRunSerializer(new_run, context=self.get_serializer_context()).data,
+                        status=status.HTTP_201_CREATED,
+                        headers={"Location": reverse("api-gate-run-detail",
+                                                     kwargs={"pk": new_run.pk})})
+
+
 @extend_schema(tags=["runs"])
 @filtered(gate_run=("gate_run_id", int, "gate run id"),
           node=("node__name", str, "node name"),
@@ -269,7 +313,7 @@ class NodeJobViewSet(ScopedViewSet):
     engagement_path = "gate_run__gate__engagement"
 
     def base_queryset(self):
-        return NodeJob.objects.select_related("node").order_by("id")
+        return NodeJob.objects.select_related("node", "carried_from").order_by("id")
 
 
 @extend_schema(tags=["evidence"])

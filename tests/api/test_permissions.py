@@ -69,6 +69,7 @@ def test_anonymous_gets_401_on_the_other_endpoints_and_actions(ledger, client_fo
     assert client.post(f"/api/engagements/{ledger.engagement.name}/gates/G2/runs/").status_code \
         == 401
     assert client.post(f"/api/gate-runs/{ledger.gate_run.id}/cancel/").status_code == 401
+    assert client.post(f"/api/gate-runs/{ledger.gate_run.id}/rerun/").status_code == 401
     assert client.get("/api/").status_code == 401
 
 
@@ -221,3 +222,26 @@ def test_a_finished_run_cannot_be_cancelled(ledger, client_for):
     response = client_for("engineer").post(f"/api/gate-runs/{ledger.gate_run.id}/cancel/")
     assert response.status_code == 409
     assert Gate.objects.get(pk=ledger.gate.pk).state == "pending"
+
+
+# --- re-running a run ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("role", "status"), [
+    ("foreign", 404), ("nobody", 404), ("customer", 403), ("pm", 403)])
+def test_only_engineers_re_run(ledger, client_for, role, status):
+    node = ledger.node_job.node.name
+    response = client_for(role).post(f"/api/gate-runs/{ledger.gate_run.id}/rerun/",
+                                     {"node": node, "reason": "back"}, format="json")
+    assert response.status_code == status
+    assert GateRun.objects.filter(gate=ledger.gate).count() == 1
+    if status == 404:
+        assert ledger.engagement.name.encode() not in response.content
+
+
+def test_an_engineers_re_run_that_may_not_run_is_409_and_creates_nothing(ledger, client_for):
+    response = client_for("engineer").post(
+        f"/api/gate-runs/{ledger.gate_run.id}/rerun/",
+        {"node": "no-such-node", "reason": "back"}, format="json")
+    assert response.status_code == 409
+    assert "no node named 'no-such-node'" in response.json()["detail"]
+    assert GateRun.objects.filter(gate=ledger.gate).count() == 1

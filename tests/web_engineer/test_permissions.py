@@ -64,8 +64,10 @@ def requests(site):
         # G1 has not passed: refused (with a message), nothing created.
         ("gate-run-start", reverse("gate-run-start", args=[name, "G2"]), "post", {}, False, 302),
         ("run-cancel", reverse("run-cancel", args=[run.id]), "post", {}, False, 302),
-        ("run-rerun", reverse("run-rerun", args=[run.id]), "post", {"node": "gpu-01"}, False,
-         302),
+        ("run-rerun", reverse("run-rerun", args=[run.id]), "get", None, False, 200),
+        # G1 has not passed: the form shows the refusal, nothing created.
+        ("run-rerun", reverse("run-rerun", args=[run.id]), "post",
+         {"node": "gpu-01", "reason": "node back"}, False, 200),
         ("lab", reverse("lab"), "get", None, False, 200),
         ("lab", reverse("lab"), "post", {"scenario": "healthy", "nodes": 0}, False, 200),
         ("gate-evidence", reverse("gate-evidence", args=[name, "G2"]), "get", None, False, 200),

@@ -152,12 +152,15 @@ def test_g2_shows_bandwidth_line_efficiency_and_ttft_plots_and_reruns_as_a_new_a
     assert html.count('<span class="badge simulated">SIMULATED</span>') == 3  # each plot
     assert "0.880 (88.0 %)" in html  # measurements in the units people read
 
+    # G2 has passed: a re-run needs the confirmation and a reason.
+    refused = engineer.client.post(reverse("run-rerun", args=[run.id]), {"reason": "again"})
+    assert refused.status_code == 200 and GateRun.objects.filter(gate=run.gate).count() == 1
     rerun = engineer.client.post(reverse("run-rerun", args=[run.id]),
-                                 {"node": "lab-inference-1"}, follow=True)
+                                 {"reason": "second round", "confirm": "on"}, follow=True)
     second = GateRun.objects.get(gate__engagement=engagement, gate__code="G2", attempt=2)
     assert rerun.redirect_chain[-1][0] == reverse("run-detail", args=[second.id])
-    assert any("new attempt on every node" in m and "lab-inference-1" in m
-               for m in messages_of(rerun))
+    assert any("Attempt #2 of G2 started on every node" in m for m in messages_of(rerun))
+    assert second.reason == "second round" and second.rerun_node is None
     assert GateRun.objects.get(id=run.id).state == "done"  # the first attempt stays as it was
 
 

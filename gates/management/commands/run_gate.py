@@ -17,7 +17,7 @@ from runners.control import recover_lost_jobs
 from runners.models import GateRun
 from runners.plans import node_steps
 from runners.probes import PROBES
-from runners.services import gate_run_start
+from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
 from runners.templatetags.units import measurement_text
 
 EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
@@ -33,6 +33,14 @@ class Command(BaseCommand):
                             help="seconds to wait for the decision (default 6 h)")
         parser.add_argument("--started-by", default=getpass.getuser(),
                             help="who launched the run (recorded)")
+        parser.add_argument("--confirm", action="store_true",
+                            help="required to run a gate that has passed again (its new "
+                                 "decision replaces the pass); needs --reason")
+        parser.add_argument("--reason", default="",
+                            help="why (audit trail): for --confirm and --node")
+        parser.add_argument("--node", default="",
+                            help="re-run this node alone of the gate's latest finished attempt; "
+                                 "the other nodes' evidence is carried over (needs --reason)")
         parser.add_argument("--probe-timeout", action="append", default=[], metavar="PROBE=S",
                             help="override a probe's timeout for this run, e.g. "
                                  "fio_seqread=120 (repeatable)")
@@ -56,7 +64,8 @@ class Command(BaseCommand):
             timeouts[name] = int(seconds)
         return timeouts
 
-    def handle(self, *args, engagement, gate, timeout, started_by, probe_timeout, **options):
+    def handle(self, *args, engagement, gate, timeout, started_by, probe_timeout, confirm,
+               reason, node, **options):
         timeouts = self.parse_timeouts(probe_timeout)
         found = Engagement.objects.filter(name=engagement).first()
         if found is None:
@@ -70,8 +79,20 @@ class Command(BaseCommand):
                 self.fail(f"error: --probe-timeout names {', '.join(stray)}, which "
                           f"{gate_obj.code} does not run (its probes: "
                           f"{', '.join(sorted(planned)) or 'none'})")
-            gate_run = gate_run_start(gate=gate_obj, started_by=started_by,
-                                      probe_timeouts=timeouts)
+            if node:
+                latest = gate_obj.runs.order_by("-attempt").first()
+                if latest is None:
+                    self.fail(f"refused: {gate_obj.code} has no attempt yet to re-run "
+                              f"{node} of")
+                gate_run = gate_run_rerun_node(gate_run=latest, node_name=node,
+                                               started_by=started_by, reason=reason,
+                                               confirmed=confirm, probe_timeouts=timeouts)
+            else:
+                gate_run = gate_run_start(gate=gate_obj, started_by=started_by,
+                                          probe_timeouts=timeouts, reason=reason,
+                                          confirmed=confirm)
+        except ConfirmationRequired as refusal:
+            self.fail(f"refused: {refusal} (run_gate … --confirm --reason '…')")
         except GateRefused as refusal:
             self.fail(f"refused: {refusal}")
         self.stdout.write(f"{found.name} {gate_obj.code} {gate_obj.name}: run #{gate_run.attempt} "
