@@ -106,3 +106,25 @@ def test_an_accepted_engagement_says_so(client, pm, engagement_a):
 def test_it_is_empty_without_engagements(client, pm):
     client.force_login(pm)
     assert "No engagements yet." in client.get(reverse("dashboard")).content.decode()
+
+
+def test_a_kept_section_is_never_shown_after_its_gate_changed(client, pm, engagement_a):
+    """Rendered sections and timelines are kept between requests, keyed on what they show:
+    a changed gate state, stop reason or language gives the new page at once."""
+    client.force_login(pm)
+    before = client.get(reverse("dashboard")).content.decode()
+    assert "G1 Arrival acceptance: pending, due" in before
+    again = client.get(reverse("dashboard")).content.decode()  # from the kept parts
+    assert again.count("G1 Arrival acceptance: pending, due") == before.count(
+        "G1 Arrival acceptance: pending, due")
+    engagement_a.gates.filter(code="G1").update(state=Gate.State.STOPPED)
+    Engagement.objects.filter(pk=engagement_a.pk).update(
+        state=Engagement.State.STOPPED, stopped_reason="G1 stopped: 23 of 24 drives")
+    after = client.get(reverse("dashboard")).content.decode()
+    assert "G1 Arrival acceptance: stopped, due" in after
+    assert '<span class="badge stopped">stopped</span>' in after
+    assert "G1 stopped: 23 of 24 drives" in after
+    assert "G1 Arrival acceptance: pending, due" not in after
+    client.cookies["django_language"] = "zh-hans"
+    chinese = client.get(reverse("dashboard")).content.decode()
+    assert "G1 Arrival acceptance: stopped" not in chinese
