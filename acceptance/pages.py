@@ -24,6 +24,7 @@ from django.utils.translation import get_language, gettext_lazy, gettext_noop, n
 from django.utils.translation import gettext as _
 
 from acceptance.charts import TimelineMark, timeline_svg
+from acceptance.data_texts import data_text
 from acceptance.models import ENGAGEMENT_WEEKS, BomItem, Engagement
 from gates import evaluation
 from gates.models import Criterion, Decision, Gate
@@ -350,7 +351,8 @@ def dashboard_row_cache_clear() -> None:
 def _failing_text(decision: Decision) -> str:
     parts = [
         _("%(what)s (required %(requirement)s, measured %(measured)s)") % {
-            "what": v.criterion_snapshot.get("description", v.criterion_snapshot["metric"]),
+            "what": data_text(v.criterion_snapshot.get("description", ""))
+            or v.criterion_snapshot["metric"],
             "requirement": v.criterion_snapshot["requirement"],
             "measured": "—" if v.measured_value is None
             else measurement_text(v.measured_value, v.unit)}
@@ -484,8 +486,8 @@ class AuditLine:
 def bom_line(item: BomItem, *, engagement_name: str, can_tick: bool) -> BomLine:
     """One checklist line; ``tick_url`` only while it is open and the viewer may tick it."""
     return BomLine(
-        position=item.position, text=f"{item.quantity} × {item.description}",
-        ticked=item.ticked_at is not None, ticked_by=item.ticked_by,
+        position=item.position, text=f"{item.quantity} × {data_text(item.description)}",
+        ticked=item.ticked_at is not None, ticked_by=data_text(item.ticked_by),
         ticked_at=_minute(item.ticked_at),
         tick_url=reverse("bom-tick", args=[engagement_name, item.position])
         if can_tick and item.ticked_at is None else "")
@@ -510,7 +512,7 @@ def _decision_view(decision: Decision) -> DecisionView:
         verdicts=[
             VerdictLine(
                 metric=v.criterion_snapshot["metric"],
-                description=v.criterion_snapshot.get("description", ""),
+                description=data_text(v.criterion_snapshot.get("description", "")),
                 requirement=v.criterion_snapshot["requirement"],
                 measured="—" if v.measured_value is None
                 else measurement_text(v.measured_value, v.unit),
@@ -572,7 +574,7 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
         latest = decisions[0] if decisions else None
         criteria = [
             CriterionLine(
-                key=c.key, metric=c.metric, description=c.description,
+                key=c.key, metric=c.metric, description=data_text(c.description),
                 requirement=criterion_requirement(c),
                 unit=_unit_text(c.unit), source=c.source, blocking=c.blocking,
                 edit_url=reverse("criterion-edit", args=[name, gate.code, c.key])
@@ -591,7 +593,8 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
             code=gate.code, title=gate_title(gate), state=gate.state,
             state_word=str(GATE_STATE_WORDS.get(gate.state, gate.state)),
             due_date=_day(gate.due_date), due_text=_days_text(gate.due_date, today),
-            overdue=_is_overdue(gate, today), description=gate.description, criteria=criteria,
+            overdue=_is_overdue(gate, today), description=data_text(gate.description),
+            criteria=criteria,
             decision=_decision_view(latest) if latest else None,
             plain=gate_sentence(gate, latest, today), runs=runs, in_review=in_review,
             accept_review_url=reverse("gate-accept-review", args=[name, gate.code])

@@ -12,6 +12,7 @@ from datetime import date
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from acceptance.models import AuditEntry, BomItem, Engagement, Organisation
 from gates import evaluation
@@ -66,9 +67,8 @@ def gate_get(*, engagement: Engagement, code: str) -> Gate:
         return engagement.gates.get(code=code.upper())
     except Gate.DoesNotExist:
         known = ", ".join(engagement.gates.values_list("code", flat=True))
-        raise GateRefused(
-            f"engagement {engagement.name} has no gate {code!r} (gates: {known})"
-        ) from None
+        raise GateRefused(_("engagement %(name)s has no gate %(code)s (gates: %(known)s)") % {
+            "name": engagement.name, "code": repr(code), "known": known}) from None
 
 
 def gate_check_runnable(*, gate: Gate) -> None:
@@ -76,23 +76,26 @@ def gate_check_runnable(*, gate: Gate) -> None:
     a probe plan exists and no other run of it is in flight."""
     engagement = gate.engagement
     if engagement.state == Engagement.State.STOPPED:
-        raise GateRefused(
-            f"{gate.code}: engagement {engagement.name} is stopped ({engagement.stopped_reason}) "
-            f"No gate runs, the stopped one included, until a person re-opens the engagement "
-            f"with a reason (manage.py reopen_engagement {engagement.name} --reason '…')."
-        )
+        raise GateRefused(_(
+            "%(gate)s: engagement %(name)s is stopped (%(why)s) No gate runs, the stopped one "
+            "included, until a person re-opens the engagement with a reason (manage.py "
+            "reopen_engagement %(name)s --reason '…').") % {
+            "gate": gate.code, "name": engagement.name, "why": engagement.stopped_reason})
     if engagement.state == Engagement.State.ACCEPTED:
-        raise GateRefused(f"{gate.code}: engagement {engagement.name} is already accepted.")
+        raise GateRefused(_("%(gate)s: engagement %(name)s is already accepted.") % {
+            "gate": gate.code, "name": engagement.name})
     for earlier in gate.previous_gates():
         if earlier.state != Gate.State.PASSED:
-            raise GateRefused(
-                f"{gate.code}: gates run in order and {earlier.code} "
-                f"({earlier.name}) has not passed (its state: {earlier.state})."
-            )
+            raise GateRefused(_(
+                "%(gate)s: gates run in order and %(earlier)s (%(name)s) has not passed (its "
+                "state: %(state)s).") % {"gate": gate.code, "earlier": earlier.code,
+                                         "name": _(earlier.name), "state": _(earlier.state)})
     if not gate.probe_plan:
-        raise GateRefused(f"{gate.code}: this version has no probes for {gate.name} yet.")
+        raise GateRefused(_("%(gate)s: this version has no probes for %(name)s yet.") % {
+            "gate": gate.code, "name": _(gate.name)})
     if gate.runs.filter(state__in=["queued", "running", "evaluating"]).exists():
-        raise GateRefused(f"{gate.code}: a run of it is already in progress.")
+        raise GateRefused(_("%(gate)s: a run of it is already in progress.") % {
+            "gate": gate.code})
 
 
 def criterion_spec(criterion: Criterion) -> evaluation.CriterionSpec:
@@ -173,9 +176,10 @@ def engagement_reopen(*, engagement: Engagement, actor: str, reason: str) -> Eng
     """Re-open a stopped engagement: its stopped gate goes back to pending, the reason is
     recorded in the audit trail. ValueError if it is not stopped or the reason is blank."""
     if not reason or not reason.strip():
-        raise ValueError("re-opening a stopped engagement needs a reason")
+        raise ValueError(_("re-opening a stopped engagement needs a reason"))
     if engagement.state != Engagement.State.STOPPED:
-        raise ValueError(f"engagement {engagement.name} is {engagement.state}, not stopped")
+        raise ValueError(_("engagement %(name)s is %(state)s, not stopped") % {
+            "name": engagement.name, "state": _(engagement.state)})
     stopped = list(engagement.gates.filter(state=Gate.State.STOPPED).values_list("code", flat=True))
     engagement.gates.filter(state=Gate.State.STOPPED).update(state=Gate.State.PENDING)
     AuditEntry.objects.create(
@@ -195,10 +199,11 @@ def gate_review_accept(*, gate: Gate, actor: str, reason: str) -> Gate:
     and figures — goes into the audit trail. The signed report of the review decision stays as
     it was. ValueError when the gate is not in review or the reason is blank."""
     if not reason or not reason.strip():
-        raise ValueError("accepting a review needs a reason")
+        raise ValueError(_("accepting a review needs a reason"))
     gate = Gate.objects.select_for_update().get(pk=gate.pk)
     if gate.state != Gate.State.REVIEW:
-        raise ValueError(f"{gate.code} of {gate.engagement.name} is {gate.state}, not in review")
+        raise ValueError(_("%(gate)s of %(name)s is %(state)s, not in review") % {
+            "gate": gate.code, "name": gate.engagement.name, "state": _(gate.state)})
     decision = gate.decisions.filter(outcome=Decision.Outcome.REVIEW).order_by(
         "-decided_at", "-id").first()
     reviewed = [] if decision is None else [
@@ -253,34 +258,37 @@ def criterion_threshold_edit(*, criterion: Criterion, actor: str, reason: str,
     progress (it would be judged against a threshold that moved under it).
     """
     if not reason or not reason.strip():
-        raise ValueError("changing a threshold needs a reason")
+        raise ValueError(_("changing a threshold needs a reason"))
     criterion = Criterion.objects.select_for_update().select_related("gate__engagement").get(
         pk=criterion.pk)
     gate = criterion.gate
     if gate.engagement.state == Engagement.State.ACCEPTED:
-        raise ValueError(f"engagement {gate.engagement.name} is accepted; its criteria are final")
+        raise ValueError(_("engagement %(name)s is accepted; its criteria are final") % {
+            "name": gate.engagement.name})
     if gate.runs.filter(state__in=["queued", "running", "evaluating"]).exists():
-        raise ValueError(f"{gate.code}: a run is in progress; change the threshold after it")
+        raise ValueError(_("%(gate)s: a run is in progress; change the threshold after it") % {
+            "gate": gate.code})
     fields = EDITABLE_BY_OPERATOR[criterion.operator]
     unknown = set(values) - set(fields)
     if unknown:
-        raise ValueError(f"{criterion.key} ({criterion.operator}) has no editable "
-                         f"{', '.join(sorted(unknown))}")
+        raise ValueError(_("%(key)s (%(operator)s) has no editable %(fields)s") % {
+            "key": criterion.key, "operator": criterion.operator,
+            "fields": ", ".join(sorted(unknown))})
     new = {}
     for name in fields:
         value = values.get(name)
         if value is None or isinstance(value, bool) or not math.isfinite(float(value)):
-            raise ValueError(f"{name} must be a finite number")
+            raise ValueError(_("%(field)s must be a finite number") % {"field": name})
         new[name] = float(value)
     if criterion.operator == "between" and new["threshold"] > new["threshold_high"]:
-        raise ValueError("the low threshold is above the high one")
+        raise ValueError(_("the low threshold is above the high one"))
     if criterion.operator == "within" and new["tolerance"] <= 0:
-        raise ValueError("the tolerance must be above 0")
+        raise ValueError(_("the tolerance must be above 0"))
     if criterion.operator == "within" and new["reference_value"] == 0:
-        raise ValueError("the reference value must not be 0")
+        raise ValueError(_("the reference value must not be 0"))
     old = {name: getattr(criterion, name) for name in fields}
     if old == new:
-        raise ValueError("nothing changed: the new values are the current ones")
+        raise ValueError(_("nothing changed: the new values are the current ones"))
     old_requirement = evaluation.threshold_text(criterion_spec(criterion))
     for name, value in new.items():
         setattr(criterion, name, value)
@@ -300,7 +308,8 @@ def bom_item_tick(*, item: BomItem, actor: str) -> BomItem:
     item already ticked changes nothing (the first tick's who and when stay). ValueError when
     the engagement is accepted."""
     if item.engagement.state == Engagement.State.ACCEPTED:
-        raise ValueError(f"engagement {item.engagement.name} is accepted; its BOM is final")
+        raise ValueError(_("engagement %(name)s is accepted; its BOM is final") % {
+            "name": item.engagement.name})
     BomItem.objects.filter(pk=item.pk, ticked_at__isnull=True).update(
         ticked_by=actor, ticked_at=timezone.now())
     item.refresh_from_db(fields=["ticked_by", "ticked_at"])

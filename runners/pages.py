@@ -16,6 +16,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from acceptance.data_texts import data_text
 from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
 from runners import charts
 from runners.live import output_read
@@ -346,7 +347,7 @@ def run_results(gate_run: GateRun) -> dict:
         for v in decision.verdicts.all():
             snap = v.criterion_snapshot
             verdicts.append(VerdictRow(
-                metric=snap["metric"], description=snap["description"],
+                metric=snap["metric"], description=data_text(snap["description"]),
                 requirement=snap["requirement"],
                 measured="—" if v.measured_value is None else measurement_text(v.measured_value,
                                                                                 v.unit),

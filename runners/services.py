@@ -153,10 +153,9 @@ def gate_run_start(*, gate: Gate, started_by: str,
     nodes = list(engagement.nodes.filter(role__in=roles).order_by("name"))
     missing = roles - {n.role for n in nodes}
     if missing:
-        raise GateRefused(
-            f"{gate.code}: engagement {engagement.name} has no node of role "
-            f"{', '.join(sorted(missing))} registered."
-        )
+        raise GateRefused(_("%(gate)s: engagement %(name)s has no node of role %(roles)s "
+                            "registered.") % {"gate": gate.code, "name": engagement.name,
+                                              "roles": ", ".join(sorted(missing))})
     gate_run = _gate_run_create(gate=gate, started_by=started_by, probe_timeouts=probe_timeouts,
                                 reason=reason)
     if gate.state == Gate.State.PASSED:

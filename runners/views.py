@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from acceptance.data_texts import data_text
 from acceptance.models import Credential, Engagement, Node, host_key_fingerprint
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
@@ -254,12 +255,14 @@ def gate_run_launch(request, name: str, code: str):
     runs = [{"url": reverse("run-detail", args=[r.id]), "attempt": r.attempt, "state": r.state,
              "state_text": pages.state_label(r.state), "by": r.started_by, "at": r.created_at}
             for r in gate.runs.order_by("-attempt")[:10]]
-    criteria = [{"description": c.description, "metric": c.metric} for c in gate.criteria.all()]
+    criteria = [{"description": data_text(c.description), "metric": c.metric}
+                for c in gate.criteria.all()]
     return render(request, "runners/gate_launch.html", {
         "engagement": engagement, "engagement_url": _engagement_url(engagement.name),
         "gate": gate, "gate_state_text": pages.state_label(gate.state), "refusal": refusal,
         "nodes": nodes, "missing": missing, "runs": runs, "criteria": criteria,
         "simulated": engagement.is_lab, "form": form, "needs_confirm": needs_confirm,
+        "gate_description": data_text(gate.description), "gate_name": _(gate.name),
     })
 
 
@@ -412,7 +415,7 @@ def lab(request):
                 "node(s) on 127.0.0.1. Its evidence is SIMULATED.") % {
                 "name": engagement.name, "n": count})
             return redirect(_engagement_url(engagement.name))
-    scenarios = [{"name": name, "description": SCENARIOS[name].get("description", "")}
+    scenarios = [{"name": name, "description": data_text(SCENARIOS[name].get("description", ""))}
                  for name in sorted(SCENARIOS)]
     labs = [{"name": e.name, "url": _engagement_url(e.name),
              "nodes_url": reverse("node-list", args=[e.name]), "state": e.state,

@@ -123,3 +123,14 @@ def client_for(users):
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def language_reset():
+    """A request in Chinese leaves its language active in this thread; later tests (and the
+    services' messages they check) start from the default language again."""
+    yield
+    from django.conf import settings
+    from django.utils import translation
+
+    translation.activate(settings.LANGUAGE_CODE)

@@ -108,3 +108,14 @@ def stopped_a(engagement_a, tmp_path):
     report = report_for(decision, tmp_path)
     engagement_a.refresh_from_db()
     return engagement_a, decision, report
+
+
+@pytest.fixture(autouse=True)
+def language_reset():
+    """A request in Chinese leaves its language active in this thread; later tests (and the
+    services' messages they check) start from the default language again."""
+    yield
+    from django.conf import settings
+    from django.utils import translation
+
+    translation.activate(settings.LANGUAGE_CODE)

@@ -1,0 +1,73 @@
+"""Texts that arrive as data — the default gates' and criteria's descriptions (``gates.defaults``),
+the lab scenarios' descriptions (``runners.lab.scenarios``) and the lab's bill of materials —
+marked here so ``makemessages`` puts them in the catalogue; pages show them through
+``data_text``, which translates a text it knows and leaves any other (an edited criterion, a
+customer's own bill of materials) as it was written. ``tests/web/test_translations.py`` fails
+when a default text changes and this list was not kept in step."""
+
+# ruff: noqa: E501 (each text on one line, as written in its source)
+from django.utils.translation import gettext
+from django.utils.translation import gettext_noop as _
+
+GATE_DESCRIPTIONS = (
+    _('Every BOM item delivered and checked; every array passes its self-test; all 24 drives of each array recognised; SMART critical warnings = 0.'),
+    # xgettext:no-python-format
+    _('The single-node 8-accelerator inference baseline reproduced within ±10 % of the reference figures; a single array under local load reaches ≥ 83 % line efficiency.'),
+    # xgettext:no-python-format
+    _('Array as KV tier vs local NVMe: TTFT p50 reduction ≥ 25 % and output throughput gain +29 % … +40 %; 8 nodes sharing one array approach the NIC limit.'),
+    _('72 h continuous load without interruption; single-drive and single-link faults cause no service impact; a signed acceptance report is issued.'),
+)
+CRITERION_DESCRIPTIONS = (
+    _('Every bill-of-materials item delivered and ticked'),
+    _('All drives of each array recognised'),
+    _("No drive's newest self-test failed"),
+    _('No SMART critical warning on any drive'),
+    # xgettext:no-python-format
+    _("Sequential read reaches 83 % of the link's line rate"),
+    _('No fio job reported an error'),
+    # xgettext:no-python-format
+    _('TTFT p50 at concurrency 16 within ±10 % of R2'),
+    # xgettext:no-python-format
+    _('Output throughput at concurrency 16 within ±10 % of R2'),
+    _('No benchmark request failed'),
+    # xgettext:no-python-format
+    _('TTFT p50 reduced by at least 25 % vs local NVMe (mean of the rounds)'),
+    # xgettext:no-python-format
+    _('Output throughput gain inside +29 % … +40 % (mean of the rounds)'),
+    # xgettext:no-python-format
+    _('Two rounds agree within 5 % for every figure and arm'),
+    # xgettext:no-python-format
+    _('8 nodes sharing one array: aggregate read-back ≥ 83 % of line rate'),
+    _('Continuous load held for 72 h'),
+    _('No failed request during any fault window'),
+    _('Correctness probes match the known-good answers'),
+)
+SCENARIO_DESCRIPTIONS = (
+    # xgettext:no-python-format
+    _('Everything passes: 24 drives present, every self-test passes, no SMART warning, 100 GbE link, fio reads 11.0e9 B/s (88 % of 12.5e9), and the c16 baseline is within ±10 % of R2 (TTFT p50 17.5 s vs 17.31 s, 54.1 vs 53.6 tok/s).'),
+    _('One drive is not recognised: nvme list shows 23 drives (FX1A0000 … FX1A0022); everything else is healthy. G1 fails on drive_count 23 < 24.'),
+    _('Drive index 5 (nvme5, FX1A0005) reports its newest short self-test as result 7 (failed segment 2); all other drives pass. G1 fails on self_test_failures 1.'),
+    # xgettext:no-python-format
+    _('fio reads only 9.5e9 B/s over the 100 GbE link: 76 % line efficiency, below the 83 % G2 threshold; everything else healthy.'),
+    # xgettext:no-python-format
+    _('The c16 baseline replay is 15 % off R2: 45.56 tok/s (53.6 × 0.85) and TTFT p50 19906 ms (17310 × 1.15); G2 fails on baseline_deviation beyond ±10 %.'),
+    # xgettext:no-python-format
+    _("G3 passes (R2-like): at c16 the array tier gives TTFT p50 11.85 s vs 17.31 s on local NVMe (ttft_reduction 0.315) and 74.9 vs 53.6 tok/s (throughput_gain 0.397); round 2 within 1.5 % of round 1; both tiers hit; 8 nodes read back 11.0e9 B/s together (88 % of the array's 100 GbE port). G1 and G2 pass as in healthy."),
+    _('The array tier is no faster than local NVMe: TTFT p50 17.1 s vs 17.31 s (reduction 0.012), 54.2 vs 53.6 tok/s (gain 0.011); both tiers hit. G3 stops on ttft_reduction and throughput_gain.'),
+    _("The array arm's figures look like R2 (they would pass) but its engine reports no external-tier hit tokens: the array tier was not used, so the arm cannot count. G3 is an error (insufficient evidence), not a pass."),
+    # xgettext:no-python-format
+    _('Round 2 of the array arm differs from round 1 by more than 5 % (TTFT p50 12.80 s vs 11.85 s: +8 %; 69.66 vs 74.9 tok/s: −7 %): the measurement is unstable and G3 is an error asking for a re-run, although the means would pass.'),
+)
+LAB_TEXTS = (
+    _('FX100 all-flash NVMe-oF array, 24 × 7.68 TB U.2 NVMe'),
+    _('100 GbE RoCEv2 NIC for the array port'),
+    _('QSFP28 direct-attach copper cable, 3 m'),
+    _('Rack rail kit'),
+    _('Redundant power supply unit'),
+    _('lab set-up (automatic)'),
+)
+
+
+def data_text(text: str) -> str:
+    """``text`` in the active language when the catalogue has it, else unchanged ("" stays "")."""
+    return gettext(text) if text else text
