@@ -20,7 +20,7 @@ from django.utils import timezone
 from runners.models import GateRun, NodeJob, OutputChunk, ProbeRun
 
 FLUSH_SECONDS = 0.5
-FLUSH_BYTES = 256 << 10
+FLUSH_BYTES = 4 << 20  # fast output: a few large chunks (each is one transaction), not dozens
 OUTPUT_CAP_BYTES = 256 << 20
 CANCEL_CHECK_SECONDS = 1.0
 
