@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils.translation import gettext_lazy
 
 from acceptance.models import Engagement, Membership
 
@@ -58,11 +59,20 @@ def can_view(user, engagement: Engagement) -> bool:
     return engagements_for(user).filter(pk=engagement.pk).exists()
 
 
+ROLE_WORDS = {
+    "project_manager": gettext_lazy("project manager"), "engineer": gettext_lazy("engineer"),
+    "customer": gettext_lazy("customer"), "superuser": gettext_lazy("administrator"),
+}
+
+
 def roles_context(request) -> dict:
-    """Template context: the user's role and what the navigation may offer."""
+    """Template context: the user's role (``user_role``; in words: ``user_role_text``) and
+    what the navigation may offer."""
     user = request.user
+    role = role_of(user)
     return {
-        "user_role": role_of(user),
+        "user_role": role,
+        "user_role_text": ROLE_WORDS.get(role, role) if role else "",
         "is_project_manager": has_role(user, Role.PROJECT_MANAGER),
         "is_engineer": has_role(user, Role.ENGINEER),
         "is_customer": role_of(user) == Role.CUSTOMER,

@@ -142,6 +142,9 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
                              state="done", state_text=state_label("done"), error_kind="",
                              error="", failed=False)
     over = is_over(gate_run)
+    # One node is re-run from the latest attempt only (a later one supersedes this one).
+    latest = over and not GateRun.objects.filter(gate_id=gate_run.gate_id,
+                                                 attempt__gt=gate_run.attempt).exists()
     for job in NodeJob.objects.filter(gate_run=gate_run).select_related(
             "node", "carried_from__gate_run").order_by("node__name"):
         failed = job.state in (NodeJob.State.FAILED, NodeJob.State.CANCELLED,
@@ -163,7 +166,7 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
             states[probe.state] = states.get(probe.state, 0) + 1
         trouble = row.failed or any(s in states for s in ("failed", "cancelled"))
         row.open = (not over or trouble) and not row.carried_text
-        if over and trouble and node_id is not None:
+        if latest and trouble and node_id is not None:
             name = row.name
             row.rerun_url = reverse("run-rerun", args=[gate_run.id]) + "?" + urlencode(
                 {"node": name})

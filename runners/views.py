@@ -287,6 +287,7 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
         "results": pages.run_results(gate_run) if include_results else None,
         "can_cancel": is_engineer and not over,
         "can_rerun": is_engineer and over,
+        "rerun_nodes": [r for r in rows if r.rerun_url],
         "rerun": {"node": gate_run.rerun_node.name, "attempt": gate_run.rerun_of.attempt,
                   "url": reverse("run-detail", args=[gate_run.rerun_of_id])}
         if gate_run.rerun_of_id and gate_run.rerun_node_id else None,

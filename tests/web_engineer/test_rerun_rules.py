@@ -158,7 +158,7 @@ def test_the_page_asks_for_confirmation_before_re_running_a_passed_gate(acme, pe
     engineer = people("ACME").engineer.client
     url = reverse("run-rerun", args=[run.id])
     form = engineer.get(url).content.decode()
-    assert 'name="confirm"' in form and "G2 is passed." in form
+    assert 'name="confirm"' in form and "G2 has passed." in form
     refused = engineer.post(url, {"reason": "second round"})
     assert refused.status_code == 200
     assert "Tick the box to confirm" in refused.content.decode()
@@ -229,3 +229,22 @@ def test_run_gate_refuses_a_passed_gate_without_confirm(acme):
     assert exit_info.value.code == 2
     assert "refused: G2 attempt #1: re-running one node needs a reason" in err.getvalue()
     assert GateRun.objects.count() == 1
+
+
+def test_the_run_page_offers_a_node_re_run_on_the_latest_finished_attempt_only(acme, people):
+    _engagement, g2, a, b = acme
+    first = _attempt(g2, 1, {a: "failed", b: "done"})
+    GateRun.objects.filter(id=first.id).update(
+        error="the run did not produce the evidence needed to decide:\ngpu-01: unreachable")
+    crowd = people("ACME")
+    engineer = crowd.engineer.client
+    link = reverse("run-rerun", args=[first.id]) + "?node=gpu-01"
+    page = engineer.get(reverse("run-detail", args=[first.id])).content.decode()
+    assert page.count(link) == 2  # next to "No decision" and on the node's row
+    assert reverse("run-rerun", args=[first.id]) + "?node=gpu-02" not in page  # it did not fail
+    second = _attempt(g2, 2, {a: "failed", b: "done"})
+    assert "?node=gpu-01" in engineer.get(reverse("run-detail", args=[second.id])).content.decode()
+    superseded = engineer.get(reverse("run-detail", args=[first.id])).content.decode()
+    assert "?node=" not in superseded
+    customer = crowd.customer.client  # never offered to who may not act
+    assert "?node=" not in customer.get(reverse("run-detail", args=[second.id])).content.decode()
