@@ -386,7 +386,12 @@ def run_rerun(request, run_id: int):
                                                 "old": gate_run.attempt}
             messages.info(request, text)
             return redirect("run-detail", run_id=new_run.id)
+    latest = gate.runs.order_by("-attempt").first()
+    superseded = node and latest is not None and latest.pk != gate_run.pk
     return render(request, "runners/rerun_confirm.html", {
+        "superseded": superseded,
+        "latest_url": reverse("run-detail", args=[latest.id]) if superseded else "",
+        "latest_attempt": latest.attempt if latest else None,
         "run": gate_run, "gate": gate, "engagement": gate.engagement, "node": node,
         "form": form, "needs_confirm": needs_confirm, "over": pages.is_over(gate_run),
         "gate_state_text": pages.state_label(gate.state),

@@ -246,5 +246,7 @@ def test_the_run_page_offers_a_node_re_run_on_the_latest_finished_attempt_only(a
     assert "?node=gpu-01" in engineer.get(reverse("run-detail", args=[second.id])).content.decode()
     superseded = engineer.get(reverse("run-detail", args=[first.id])).content.decode()
     assert "?node=" not in superseded
+    form = engineer.get(link).content.decode()  # a link kept from before says so at once
+    assert "Attempt #1 is superseded by attempt #2" in form and 'name="reason"' not in form
     customer = crowd.customer.client  # never offered to who may not act
     assert "?node=" not in customer.get(reverse("run-detail", args=[second.id])).content.decode()
