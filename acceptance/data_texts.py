@@ -6,7 +6,9 @@ customer's own bill of materials) as it was written. ``tests/web/test_translatio
 when a default text changes and this list was not kept in step."""
 
 # ruff: noqa: E501 (each text on one line, as written in its source)
-from django.utils.translation import gettext
+import re
+
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_noop as _
 
 GATE_DESCRIPTIONS = (
@@ -71,3 +73,61 @@ LAB_TEXTS = (
 def data_text(text: str) -> str:
     """``text`` in the active language when the catalogue has it, else unchanged ("" stays "")."""
     return gettext(text) if text else text
+
+
+# Sentences the service stored in English when it decided (``gates.services``: a decision's
+# sentence, an engagement's stopped reason), put into the page's language when they have the
+# service's own shape; any other text (edited, imported, older wording) is shown as stored.
+_TITLE = r"(?P<code>G\d+) (?P<name>[^:]+?)"
+_PASSED = re.compile(_TITLE + r" passed: all (?P<count>\d+) criteria met\.")
+_REVIEW = re.compile(_TITLE + r" needs review: (?P<parts>.+) is outside the reference range; a "
+                     r"person must accept it with a reason or re-run\.")
+_STOPPED = re.compile(_TITLE + r" stopped: (?P<parts>.+)\. The engagement stops here until a "
+                      r"person re-opens it with a recorded reason\.")
+_STOPPED_ON = re.compile(r"(?P<code>G\d+) stopped on (?P<date>\d{4}-\d\d-\d\d): (?P<parts>.+)")
+_PART = re.compile(r"(?P<metric>\S+) (?P<requirement>.+?) measured (?P<measured>.+?)"
+                   r"(?: on (?P<node>\S+))?")
+
+
+def _parts(text: str) -> str | None:
+    out = []
+    for part in text.split("; "):
+        found = _PART.fullmatch(part)
+        if found is None:
+            return None
+        values = found.groupdict()
+        if values["node"]:
+            out.append(gettext("%(metric)s %(requirement)s measured %(measured)s on %(node)s")
+                       % values)
+        else:
+            out.append(gettext("%(metric)s %(requirement)s measured %(measured)s") % values)
+    return gettext("; ").join(out)
+
+
+def _gate_title(code: str, name: str) -> str:
+    return f"{code} {gettext(name[:1].upper() + name[1:]).lower()}"
+
+
+def decision_sentence_text(text: str) -> str:
+    """A decision's stored sentence in the active language (unchanged if not the service's)."""
+    if found := _PASSED.fullmatch(text):
+        return gettext("%(gate)s passed: all %(count)s criteria met.") % {
+            "gate": _gate_title(found["code"], found["name"]), "count": found["count"]}
+    for pattern, message in (
+            (_REVIEW, gettext_noop("%(gate)s needs review: %(parts)s is outside the reference "
+                                   "range; a person must accept it with a reason or re-run.")),
+            (_STOPPED, gettext_noop("%(gate)s stopped: %(parts)s. The engagement stops here "
+                                    "until a person re-opens it with a recorded reason."))):
+        if (found := pattern.fullmatch(text)) and (parts := _parts(found["parts"])):
+            return gettext(message) % {"gate": _gate_title(found["code"], found["name"]),
+                                       "parts": parts}
+    return text
+
+
+def stopped_reason_text(text: str) -> str:
+    """An engagement's stored stop reason in the active language (unchanged if not the
+    service's shape)."""
+    if (found := _STOPPED_ON.fullmatch(text)) and (parts := _parts(found["parts"])):
+        return gettext("%(gate)s stopped on %(date)s: %(parts)s") % {
+            "gate": found["code"], "date": found["date"], "parts": parts}
+    return text

@@ -24,7 +24,7 @@ from django.utils.translation import get_language, gettext_lazy, gettext_noop, n
 from django.utils.translation import gettext as _
 
 from acceptance.charts import TimelineMark, timeline_svg
-from acceptance.data_texts import data_text
+from acceptance.data_texts import data_text, decision_sentence_text, stopped_reason_text
 from acceptance.models import ENGAGEMENT_WEEKS, BomItem, Engagement
 from gates import evaluation
 from gates.models import Criterion, Decision, Gate
@@ -281,7 +281,8 @@ def dashboard_row(engagement: Engagement, today: date,
         end_date=_day(engagement.end_date), week_text=_week_text(engagement, today),
         timeline=timeline(engagement, gates, today), gates=cells,
         next_due=_next_due(engagement, gates, today), overdue=overdue,
-        stopped=stopped, stopped_reason=engagement.stopped_reason, rank=rank,
+        stopped=stopped, stopped_reason=stopped_reason_text(engagement.stopped_reason),
+        rank=rank,
     )
 
 
@@ -507,7 +508,8 @@ def _decision_view(decision: Decision) -> DecisionView:
     return DecisionView(
         outcome=decision.outcome,
         outcome_word=str(GATE_STATE_WORDS.get(decision.outcome, decision.outcome)),
-        sentence=decision.sentence, decided_at=_minute(decision.decided_at),
+        sentence=decision_sentence_text(decision.sentence),
+        decided_at=_minute(decision.decided_at),
         decided_by=decision.decided_by,
         verdicts=[
             VerdictLine(

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from acceptance.data_texts import decision_sentence_text, stopped_reason_text
 from acceptance.forms import CriterionThresholdForm, ReasonForm
 from acceptance.pages import (
     bom_line,
@@ -91,6 +92,7 @@ def engagement_detail(request, name: str):
         can_manage=has_role(request.user, Role.PROJECT_MANAGER),
         can_run=has_role(request.user, Role.ENGINEER))
     context["reopen_form"] = ReasonForm(auto_id="reopen_%s")
+    context["stopped_reason"] = stopped_reason_text(engagement.stopped_reason)
     return render(request, "acceptance/engagement.html", context)
 
 
@@ -167,7 +169,8 @@ def engagement_reopen_view(request, name: str):
             return redirect(_detail_url(name))
     return _reason_page(
         request, engagement=engagement, title=_("Re-open %(name)s") % {"name": name},
-        explanation=engagement.stopped_reason, action=_("Re-open the engagement"), form=form,
+        explanation=stopped_reason_text(engagement.stopped_reason),
+        action=_("Re-open the engagement"), form=form,
         allowed=stopped,
         refusal=_("%(name)s is %(state)s, not stopped: there is nothing to re-open.") % {
             "name": name, "state": engagement.state})
@@ -195,6 +198,7 @@ def gate_accept_review(request, name: str, code: str):
     return _reason_page(
         request, engagement=engagement,
         title=_("Accept the review of %(gate)s") % {"gate": gate_title(gate)},
-        explanation=latest.sentence if latest else "", action=_("Accept with this reason"),
+        explanation=decision_sentence_text(latest.sentence) if latest else "",
+        action=_("Accept with this reason"),
         form=form, allowed=in_review,
         refusal=_("%(gate)s is not in review.") % {"gate": gate_title(gate)})

@@ -16,7 +16,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from acceptance.data_texts import data_text
+from acceptance.data_texts import data_text, decision_sentence_text
 from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
 from runners import charts
 from runners.live import output_read
@@ -388,6 +388,7 @@ def run_results(gate_run: GateRun) -> dict:
     return {
         "decision": decision,
         "decision_outcome_text": state_label(decision.outcome) if decision else "",
+        "decision_sentence": decision_sentence_text(decision.sentence) if decision else "",
         "verdicts": verdicts,
         "measurements": rows,
         "charts": charts.run_charts(figures, line_threshold=threshold,

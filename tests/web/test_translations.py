@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 from django.utils import translation
 
 from acceptance.data_texts import data_text
@@ -98,3 +99,28 @@ def test_the_lab_page_describes_scenarios_in_the_pages_language(engineer, lang, 
     client = Client(HTTP_ACCEPT_LANGUAGE=lang)
     client.force_login(engineer)
     assert expected in client.get(reverse("lab")).content.decode()
+
+
+def test_stored_decision_sentences_and_stop_reasons_read_in_the_pages_language(stopped_a, pm):
+    from acceptance.data_texts import decision_sentence_text, stopped_reason_text
+
+    engagement, decision, _report = stopped_a
+    stored_reason, stored_sentence = engagement.stopped_reason, decision.sentence
+    assert stored_sentence.startswith("G1 arrival acceptance stopped: drive_count >= 24")
+    # English pages show them exactly as stored.
+    assert stopped_reason_text(stored_reason) == stored_reason
+    assert decision_sentence_text(stored_sentence) == stored_sentence
+    with translation.override("zh-hans"):
+        reason = stopped_reason_text(stored_reason)
+        sentence = decision_sentence_text(stored_sentence)
+        assert reason.startswith("G1 停止于 ") and "drive_count >= 24，实测 23" in reason
+        assert sentence.startswith("G1 到货验收停止：drive_count >= 24，实测 23")
+        assert "The engagement stops here" not in sentence
+        assert stopped_reason_text("stopped by hand: see the call") == (
+            "stopped by hand: see the call")  # not the service's shape: as stored
+    page = zh_client(pm).get(reverse("engagement-detail", args=["acme-1"])).content.decode()
+    dashboard = zh_client(pm).get(reverse("dashboard")).content.decode()
+    for html in (page, dashboard):
+        assert escape(reason) in html
+        assert "measured 23" not in html and "The engagement stops here" not in html
+    assert escape(sentence) in page
