@@ -3,14 +3,14 @@
 ``dashboard_rows`` (project managers' overview: timeline, next due, overdue, stopped),
 ``engagement_page`` (one engagement in full) and ``portal_rows`` (a customer's plain-words view)
 take querysets from the views and return plain data. The dashboard's queries do not grow with the
-number of engagements: gates come in one prefetch and everything else is arithmetic here.
+number of engagements: engagements and their gates come as plain values in two queries, and
+everything else is arithmetic here.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
@@ -25,7 +25,7 @@ from django.utils.translation import gettext as _
 
 from acceptance.charts import TimelineMark, timeline_svg
 from acceptance.data_texts import data_text, decision_sentence_text, stopped_reason_text
-from acceptance.models import ENGAGEMENT_WEEKS, BomItem, Engagement
+from acceptance.models import ENGAGEMENT_WEEKS, BomItem, Engagement, Organisation
 from gates import evaluation
 from gates.models import Criterion, Decision, Gate
 from gates.services import EDITABLE_BY_OPERATOR, criterion_spec
@@ -155,13 +155,6 @@ class DashboardSummary:
     accepted: int
 
 
-def dashboard_queryset(engagements: QuerySet[Engagement]) -> QuerySet[Engagement]:
-    """The engagements with what the dashboard needs in a fixed number of queries."""
-    return engagements.select_related("customer").prefetch_related(
-        Prefetch("gates", queryset=Gate.objects.order_by("order").defer(
-            "probe_plan", "description")))
-
-
 def _week_text(engagement: Engagement, today: date) -> str:
     days = (today - engagement.start_date).days
     if days < 0:
@@ -225,7 +218,7 @@ def timeline(engagement: Engagement, gates: list[Gate], today: date) -> SafeStri
     return _timeline(get_language(), engagement.name, engagement.start_date, today, key)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _timeline(language: str, name: str, start: date, today: date,
               gates: tuple[tuple[str, str, int, str], ...]) -> SafeString:
     words = _Words()
@@ -252,10 +245,11 @@ def _timeline_drawn(name: str, start: date, today: date, gates: list[Gate],
             "name": name})
 
 
-def dashboard_row(engagement: Engagement, today: date,
-                  words: _Words | None = None) -> EngagementRow:
+def dashboard_row(engagement: Engagement, today: date, words: _Words | None = None,
+                  gates: list[Gate] | None = None) -> EngagementRow:
+    """One engagement's dashboard row; ``gates`` in order (default: its prefetched gates)."""
     words = words or _Words()
-    gates = list(engagement.gates.all())  # prefetched, in order
+    gates = list(engagement.gates.all()) if gates is None else gates
     cells, overdue = [], []
     for gate in gates:
         late = _is_overdue(gate, today)
@@ -286,13 +280,47 @@ def dashboard_row(engagement: Engagement, today: date,
     )
 
 
-def dashboard_rows(engagements: Iterable[Engagement],
+# What a dashboard row is made of, read as plain values (no model instances per row).
+ENGAGEMENT_VALUES = ("id", "name", "customer__name", "state", "stopped_reason", "is_lab",
+                     "start_date")
+GATE_VALUES = ("engagement_id", "code", "name", "due_week", "state")
+
+# Built rows with their rendered section, keyed on every stored value the row is made of (the
+# engagement's and its gates' fields above), today's date and the language: a changed gate
+# state, stop reason or day gives another key, so a row is never served stale. Building and
+# rendering 200 rows through the template engine was most of the page's time.
+ROW_CACHE_SIZE = 1024  # ~7 KB each: 200 engagements in two languages with room to spare
+_row_cache: OrderedDict[tuple, EngagementRow] = OrderedDict()
+_row_cache_lock = threading.Lock()
+
+
+def dashboard_rows(engagements: QuerySet[Engagement],
                    today: date) -> tuple[list[EngagementRow], DashboardSummary]:
-    """Rows sorted so what needs a person comes first: stopped, overdue, active, accepted."""
-    words = _Words()
-    rows = sorted((dashboard_row(e, today, words) for e in engagements), key=lambda r: r.rank)
-    for row in rows:
-        row.html = dashboard_row_html(row)
+    """Rows sorted so what needs a person comes first: stopped, overdue, active, accepted.
+
+    Two queries whatever the number of engagements: their values and their gates' values."""
+    words, language = _Words(), get_language()
+    gates_of: dict[int, list[tuple]] = {}
+    for engagement_id, *values in Gate.objects.filter(
+            engagement__in=engagements.values("id")).order_by(
+            "engagement_id", "order").values_list(*GATE_VALUES):
+        gates_of.setdefault(engagement_id, []).append(tuple(values))
+    rows = []
+    for values in engagements.values_list(*ENGAGEMENT_VALUES):
+        gate_values = tuple(gates_of.get(values[0], ()))
+        key = (language, today, values[1:], gate_values)
+        with _row_cache_lock:
+            row = _row_cache.get(key)
+            if row is not None:
+                _row_cache.move_to_end(key)
+        if row is None:
+            row = _row_build(values, gate_values, today, words)
+            with _row_cache_lock:
+                _row_cache[key] = row
+                while len(_row_cache) > ROW_CACHE_SIZE:
+                    _row_cache.popitem(last=False)
+        rows.append(row)
+    rows.sort(key=lambda r: r.rank)
     summary = DashboardSummary(
         total=len(rows), stopped=sum(r.stopped for r in rows),
         overdue=sum(bool(r.overdue) for r in rows),
@@ -300,48 +328,25 @@ def dashboard_rows(engagements: Iterable[Engagement],
     return rows, summary
 
 
-# Rendered dashboard sections, keyed on everything a section shows (every field of its row,
-# its gates' cells, the timeline's markup) and the language: a row whose gate state, due text,
-# today line or anything else changed has another key, so a section is never served stale.
-# Rendering 200 sections through the template engine was most of the page's time.
-ROW_CACHE_SIZE = 4096
-_row_cache: OrderedDict[tuple, SafeString] = OrderedDict()
-_row_cache_lock = threading.Lock()
-
-
-def _row_key(row: EngagementRow) -> tuple:
-    """Every value the section shows (each field of the row and of its gate cells)."""
-    values = []
-    for name, value in row.__dict__.items():
-        if name == "html":
-            continue
-        if name == "gates":
-            value = tuple(tuple(cell.__dict__.values()) for cell in value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        values.append(value)
-    return tuple(values)
+def _row_build(values: tuple, gate_values: tuple, today: date, words: _Words) -> EngagementRow:
+    pk, name, customer, state, stopped_reason, is_lab, start_date = values
+    engagement = Engagement(id=pk, name=name, customer=Organisation(name=customer), state=state,
+                            stopped_reason=stopped_reason, is_lab=is_lab, start_date=start_date)
+    gates = [Gate(engagement=engagement, code=code, name=gate_name, due_week=due_week,
+                  state=gate_state)
+             for code, gate_name, due_week, gate_state in gate_values]
+    row = dashboard_row(engagement, today, words, gates=gates)
+    row.html = dashboard_row_html(row)
+    return row
 
 
 def dashboard_row_html(row: EngagementRow) -> SafeString:
-    """The row's dashboard section (``acceptance/_dashboard_row.html``), rendered once per
-    distinct content and language."""
-    key = (get_language(), _row_key(row))
-    with _row_cache_lock:
-        html = _row_cache.get(key)
-        if html is not None:
-            _row_cache.move_to_end(key)
-            return html
-    html = mark_safe(render_to_string("acceptance/_dashboard_row.html", {"row": row}))  # noqa: S308 (a template's output)
-    with _row_cache_lock:
-        _row_cache[key] = html
-        while len(_row_cache) > ROW_CACHE_SIZE:
-            _row_cache.popitem(last=False)
-    return html
+    """The row's dashboard section (``acceptance/_dashboard_row.html``)."""
+    return mark_safe(render_to_string("acceptance/_dashboard_row.html", {"row": row}))  # noqa: S308 (a template's output)
 
 
 def dashboard_row_cache_clear() -> None:
-    """Forget every rendered section (benchmarks measure the page without them too)."""
+    """Forget every kept row (benchmarks measure the page without them too)."""
     with _row_cache_lock:
         _row_cache.clear()
 

@@ -21,7 +21,6 @@ from acceptance.forms import CriterionThresholdForm, ReasonForm
 from acceptance.pages import (
     bom_line,
     criterion_requirement,
-    dashboard_queryset,
     dashboard_rows,
     engagement_page,
     gate_title,
@@ -60,7 +59,7 @@ def dashboard(request):
     if not has_role(request.user, *STAFF_ROLES):
         raise PermissionDenied
     today = timezone.localdate()
-    rows, summary = dashboard_rows(dashboard_queryset(engagements_for(request.user)), today)
+    rows, summary = dashboard_rows(engagements_for(request.user), today)
     return render(request, "acceptance/dashboard.html",
                   {"rows": rows, "summary": summary, "today": today})
 
