@@ -81,9 +81,10 @@ def _query_value(request, name: str, kind: type):
     return raw
 
 
-def filtered(**params: tuple[str, type, str]):
-    """Class decorator: list filters ``?name=value`` → ``queryset.filter(lookup=value)``,
-    documented in the schema. ``params``: name → (lookup, type, description)."""
+def filtered(**params: tuple):
+    """Class decorator: list filters ``?name=value`` → ``queryset.filter(lookup=value)`` (or
+    ``lookup(queryset, value)`` when it is a function), documented in the schema.
+    ``params``: name → (lookup, type, description)."""
 
     def decorate(cls):
         cls.list_filters = params
@@ -101,7 +102,7 @@ class ScopedViewSet(ReadOnlyModelViewSet):
     """
 
     engagement_path = "engagement"
-    list_filters: dict[str, tuple[str, type, str]] = {}
+    list_filters: dict[str, tuple] = {}
 
     def base_queryset(self) -> QuerySet:
         raise NotImplementedError
@@ -113,7 +114,8 @@ class ScopedViewSet(ReadOnlyModelViewSet):
             for name, (lookup, kind, _) in self.list_filters.items():
                 value = _query_value(self.request, name, kind)
                 if value is not None:
-                    queryset = queryset.filter(**{lookup: value})
+                    queryset = (lookup(queryset, value) if callable(lookup)
+                                else queryset.filter(**{lookup: value}))
         return queryset
 
 
@@ -316,8 +318,29 @@ class NodeJobViewSet(ScopedViewSet):
         return NodeJob.objects.select_related("node", "carried_from").order_by("id")
 
 
+def _evidence_of(model):
+    """``?evidence_of=GATE_RUN``: what that gate run was decided on — its own rows plus, in a
+    per-node re-run, the other nodes' rows it carries from the attempt that ran them."""
+    from runners.services import evidence_measurements, evidence_probe_runs
+
+    rows = evidence_probe_runs if model is ProbeRun else evidence_measurements
+
+    def lookup(queryset, gate_run_id: int):
+        gate_run = GateRun.objects.filter(pk=gate_run_id).first()
+        if gate_run is None:
+            return queryset.none()
+        return queryset.filter(id__in=rows(gate_run).values("id"))
+
+    return lookup
+
+
+_EVIDENCE_OF_TEXT = ("gate run id: the rows its decision rests on, carried ones of a per-node "
+                     "re-run included")
+
+
 @extend_schema(tags=["evidence"])
 @filtered(gate_run=("gate_run_id", int, "gate run id"),
+          evidence_of=(_evidence_of(ProbeRun), int, _EVIDENCE_OF_TEXT),
           node=("node__name", str, "node name"),
           probe=("probe", str, "probe name"),
           state=("state", str, "probe run state"))
@@ -372,6 +395,7 @@ class ProbeRunViewSet(ScopedViewSet):
 
 @extend_schema(tags=["evidence"])
 @filtered(gate_run=("gate_run_id", int, "gate run id"),
+          evidence_of=(_evidence_of(Measurement), int, _EVIDENCE_OF_TEXT),
           metric=("metric", str, "metric name (METRICS.md)"),
           probe_run=("probe_run_id", int, "probe run id"),
           node=("node__name", str, "node name"),

@@ -99,3 +99,13 @@ def test_it_re_runs_the_unreachable_node_alone_and_decides_over_all_nodes(lab, p
     assert {r["node"]: r["carried_from_gate_run"] for r in carried} == {
         "lab-inference-1": first.id, "lab-inference-2": None, "lab-inference-3": first.id}
     assert NodeJob.objects.filter(gate_run=second).count() == 3
+    listed = engineer.client.get(f"/api/probe-runs/?evidence_of={second.id}&limit=100").json()
+    assert sorted((r["node"] or "service", r["gate_run"]) for r in listed["results"]
+                  if r["node"] != "lab-array-controller") == sorted(
+        [("lab-inference-1", first.id)] * 3 + [("lab-inference-2", second.id)] * 3
+        + [("lab-inference-3", first.id)] * 3)
+    figures = engineer.client.get(
+        f"/api/measurements/?evidence_of={second.id}&metric=job_errors").json()["results"]
+    assert sorted((m["node"], m["gate_run"]) for m in figures) == [
+        ("lab-inference-1", first.id), ("lab-inference-2", second.id),
+        ("lab-inference-3", first.id)]
