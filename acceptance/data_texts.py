@@ -60,6 +60,29 @@ SCENARIO_DESCRIPTIONS = (
     # xgettext:no-python-format
     _('Round 2 of the array arm differs from round 1 by more than 5 % (TTFT p50 12.80 s vs 11.85 s: +8 %; 69.66 vs 74.9 tok/s: −7 %): the measurement is unstable and G3 is an error asking for a re-run, although the means would pass.'),
 )
+CRITERION_SOURCES = (
+    _('DOMAIN.md G1: BOM checklist ticked by the PM'),
+    _('DOMAIN.md G1: all 24 drives of each array (FX100: 24 × 7.68 TB)'),
+    _('DOMAIN.md G1: every array passes its self-test'),
+    _('DOMAIN.md G1: SMART critical warnings = 0'),
+    # xgettext:no-python-format
+    _('DOMAIN.md G2: ≥ 83 % line efficiency (100 GbE = 12.5 GB/s)'),
+    _('RUNBOOK §3.2: a failed fio job cannot count'),
+    _('R2 local NVMe, concurrency 16: TTFT p50 17.31 s'),
+    _('R2 local NVMe, concurrency 16: 53.6 output tok/s'),
+    _('RUNBOOK §3.4: failed requests void a baseline'),
+    # xgettext:no-python-format
+    _('DOMAIN.md G3; R2: −26 % … −32 %'),
+    # xgettext:no-python-format
+    _('R2: +29 % (c8) … +40 % (c16)'),
+    # xgettext:no-python-format
+    _('DOMAIN.md repeatability; R3: two rounds within 5 %'),
+    _('DOMAIN.md G3; R1: one array serves 8 inference nodes'),
+    _('DOMAIN.md G4: 72 h continuous load'),
+    _('DOMAIN.md G4: injected faults cause no service impact'),
+    _('RUNBOOK §5.2'),
+)
+SERVICE_TEXTS = (_('acceptance service (automatic evaluation)'),)
 LAB_TEXTS = (
     _('FX100 all-flash NVMe-oF array, 24 × 7.68 TB U.2 NVMe'),
     _('100 GbE RoCEv2 NIC for the array port'),
@@ -131,3 +154,33 @@ def stopped_reason_text(text: str) -> str:
         return gettext("%(gate)s stopped on %(date)s: %(parts)s") % {
             "gate": found["code"], "date": found["date"], "parts": parts}
     return text
+
+
+_SCOPE = r"(?P<scope>measured|worst of (?P<worst>\d+)|(?P<agg>min|max|sum|mean) of (?P<n>\d+))"
+_EXPLANATION = re.compile(_SCOPE + r"(?: on (?P<node>[^:(]+?))?(?P<labels> \([^)]*\))?: "
+                          r"(?P<value>[^;]+); required (?P<required>[^;]+)"
+                          r"(?:; deviation (?P<deviation>[+-]\d+(?:\.\d+)?) %)?")
+_AGGREGATES = {"min": gettext_noop("lowest of %(n)s"), "max": gettext_noop("highest of %(n)s"),
+               "sum": gettext_noop("sum of %(n)s"), "mean": gettext_noop("mean of %(n)s")}
+
+
+def explanation_text(text: str) -> str:
+    """A verdict's stored one-line explanation (``gates.evaluation``) in the active language
+    when it has the common shape ("measured on NODE: 23; required >= 24"); else as stored."""
+    found = _EXPLANATION.fullmatch(text)
+    if found is None:
+        return text
+    if found["worst"]:
+        scope = gettext("worst of %(n)s") % {"n": found["worst"]}
+    elif found["agg"]:
+        scope = gettext(_AGGREGATES[found["agg"]]) % {"n": found["n"]}
+    else:
+        scope = gettext("measured")
+    values = {"scope": scope, "node": found["node"], "labels": found["labels"] or "",
+              "value": found["value"], "required": found["required"]}
+    line = (gettext("%(scope)s on %(node)s%(labels)s: %(value)s; required %(required)s")
+            if found["node"] else
+            gettext("%(scope)s%(labels)s: %(value)s; required %(required)s")) % values
+    if found["deviation"]:
+        line += gettext("; deviation %(deviation)s %%") % {"deviation": found["deviation"]}
+    return line

@@ -24,7 +24,12 @@ from django.utils.translation import get_language, gettext_lazy, gettext_noop, n
 from django.utils.translation import gettext as _
 
 from acceptance.charts import TimelineMark, timeline_svg
-from acceptance.data_texts import data_text, decision_sentence_text, stopped_reason_text
+from acceptance.data_texts import (
+    data_text,
+    decision_sentence_text,
+    explanation_text,
+    stopped_reason_text,
+)
 from acceptance.models import ENGAGEMENT_WEEKS, BomItem, Engagement, Organisation
 from gates import evaluation
 from gates.models import Criterion, Decision, Gate
@@ -515,7 +520,7 @@ def _decision_view(decision: Decision) -> DecisionView:
         outcome_word=str(GATE_STATE_WORDS.get(decision.outcome, decision.outcome)),
         sentence=decision_sentence_text(decision.sentence),
         decided_at=_minute(decision.decided_at),
-        decided_by=decision.decided_by,
+        decided_by=data_text(decision.decided_by),
         verdicts=[
             VerdictLine(
                 metric=v.criterion_snapshot["metric"],
@@ -524,7 +529,7 @@ def _decision_view(decision: Decision) -> DecisionView:
                 measured="—" if v.measured_value is None
                 else measurement_text(v.measured_value, v.unit),
                 verdict=v.verdict, verdict_word=str(VERDICT_WORDS.get(v.verdict, v.verdict)),
-                explanation=v.explanation)
+                explanation=explanation_text(v.explanation))
             for v in decision.verdicts.all()
         ],
         report_url=reverse("report-download", args=[report.id]) if report else "",
@@ -583,7 +588,7 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
             CriterionLine(
                 key=c.key, metric=c.metric, description=data_text(c.description),
                 requirement=criterion_requirement(c),
-                unit=_unit_text(c.unit), source=c.source, blocking=c.blocking,
+                unit=_unit_text(c.unit), source=data_text(c.source), blocking=c.blocking,
                 edit_url=reverse("criterion-edit", args=[name, gate.code, c.key])
                 if can_manage and not accepted and c.operator in EDITABLE_BY_OPERATOR else "")
             for c in gate.criteria.all()

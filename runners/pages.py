@@ -16,7 +16,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from acceptance.data_texts import data_text, decision_sentence_text
+from acceptance.data_texts import data_text, decision_sentence_text, explanation_text
 from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
 from runners import charts
 from runners.live import output_read
@@ -355,7 +355,7 @@ def run_results(gate_run: GateRun) -> dict:
                 measured="—" if v.measured_value is None else measurement_text(v.measured_value,
                                                                                 v.unit),
                 verdict=v.verdict, verdict_text=state_label(v.verdict),
-                explanation=v.explanation))
+                explanation=explanation_text(v.explanation)))
     from runners.services import evidence_measurements, evidence_probe_runs
 
     simulated_runs = set(evidence_probe_runs(gate_run).filter(simulated=True).values_list(

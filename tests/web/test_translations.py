@@ -124,3 +124,26 @@ def test_stored_decision_sentences_and_stop_reasons_read_in_the_pages_language(s
         assert escape(reason) in html
         assert "measured 23" not in html and "The engagement stops here" not in html
     assert escape(sentence) in page
+
+
+def test_stored_explanations_and_sources_read_in_the_pages_language(stopped_a, pm):
+    from acceptance.data_texts import explanation_text
+
+    for stored in ("measured on lab-array-controller: 23; required >= 24",
+                   "sum of 23: 0; required <= 0",
+                   "measured (concurrency 16): 17.5 s; required 17.31 s ± 10 %; deviation +1.1 %",
+                   "mean of 2: 0.3; required >= 0.25; 95 % CI 0.2 … 0.4 over 2 rounds"):
+        assert explanation_text(stored) == stored  # English: exactly as stored
+    with translation.override("zh-hans"):
+        assert explanation_text("measured on lab-array-controller: 23; required >= 24") == (
+            "实测（lab-array-controller）：23；要求 >= 24")
+        assert explanation_text("sum of 23: 0; required <= 0") == "23 个之和：0；要求 <= 0"
+        assert explanation_text(
+            "measured (concurrency 16): 17.5 s; required 17.31 s ± 10 %; deviation +1.1 %") == (
+            "实测 (concurrency 16)：17.5 s；要求 17.31 s ± 10 %；偏差 +1.1 %")
+        odd = "mean of 2: 0.3; required >= 0.25; 95 % CI 0.2 … 0.4 over 2 rounds"
+        assert explanation_text(odd) == odd  # a shape it does not know: as stored
+    page = zh_client(pm).get(reverse("engagement-detail", args=["acme-1"])).content.decode()
+    assert "DOMAIN.md G1：每台阵列的全部 24 块硬盘" in page
+    assert "验收服务（自动评估）" in page
+    assert "required &gt;=" not in page and "acceptance service (automatic" not in page
