@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils.html import escape
 from django.utils import translation
+from django.utils.html import escape
 
 from acceptance.data_texts import data_text
 from gates.defaults import DEFAULT_GATES
