@@ -67,6 +67,8 @@ AUDIT_ACTION_WORDS = {
     "node enrolled": gettext_lazy("node enrolled"),
     "lab engagement created": gettext_lazy("lab engagement created"),
 }
+ORIGIN_WORDS = {"ssh": gettext_lazy("collected over SSH"),
+                "imported": gettext_lazy("imported evidence bundle")}
 RECENT_RUNS = 3
 
 
@@ -596,7 +598,7 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
         runs = [
             RunLine(attempt=r.attempt, url=run_url(r.id),
                     state=r.state, state_word=str(RUN_STATE_WORDS.get(r.state, r.state)),
-                    origin=r.get_origin_display(), started_by=r.started_by,
+                    origin=str(ORIGIN_WORDS.get(r.origin, r.origin)), started_by=r.started_by,
                     created_at=_minute(r.created_at), error=r.error)
             for r in list(gate.runs.all())[:RECENT_RUNS]
         ]

@@ -131,8 +131,10 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
     """One row per node job (and one for evidence the service holds, such as the BOM), each
     with its probe runs in the order they started. In a per-node re-run, the nodes whose
     evidence is carried show the probe runs of the attempt that ran them, and say so."""
+    from runners.forms import ROLE_CHOICES
     from runners.services import evidence_probe_runs
 
+    roles = dict(ROLE_CHOICES)
     rows: dict[int | None, NodeRow] = {}
     service = ProbeRun.objects.filter(gate_run=gate_run, node__isnull=True).order_by("id")
     runs = (evidence_probe_runs(gate_run).filter(node__isnull=False)
@@ -150,7 +152,8 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
         failed = job.state in (NodeJob.State.FAILED, NodeJob.State.CANCELLED,
                                NodeJob.State.TIMED_OUT)
         rows[job.node_id] = NodeRow(
-            name=job.node.name, role=job.node.get_role_display(), state=job.state,
+            name=job.node.name, role=str(roles.get(job.node.role, job.node.role)),
+            state=job.state,
             state_text=state_label(job.state), error_kind=job.error_kind, error=job.error,
             failed=failed,
             carried_text=_("evidence carried from attempt #%(n)s (not run again)") % {

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from acceptance.data_texts import data_text
 from acceptance.models import Credential, Engagement, Node, host_key_fingerprint
+from acceptance.pages import ORIGIN_WORDS
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
 from gates.models import Gate
@@ -464,7 +465,7 @@ def gate_evidence(request, name: str, code: str):
                                                               "error": gate_run.error})
                 return redirect("gate-evidence", name=name, code=gate.code)
     runs = [{"url": reverse("run-detail", args=[r.id]), "attempt": r.attempt,
-             "origin": r.get_origin_display(), "state": r.state,
+             "origin": str(ORIGIN_WORDS.get(r.origin, r.origin)), "state": r.state,
              "state_text": pages.state_label(r.state),
              "outcome": pages.state_label(r.decision.outcome)
              if hasattr(r, "decision") else "—",

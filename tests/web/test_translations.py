@@ -81,6 +81,8 @@ def test_a_refused_node_re_run_reads_in_chinese(engagement_a, engineer):
     for english in ENGLISH_REFUSALS:
         assert english not in refused, english
     assert GateRun.objects.count() == 1
+    run_page = client.get(reverse("run-detail", args=[run.id])).content.decode()
+    assert "推理节点" in run_page and "inference node" not in run_page
 
 
 def test_the_engagement_page_shows_criteria_and_the_lab_bom_in_chinese(engagement_a, pm):
@@ -91,6 +93,7 @@ def test_the_engagement_page_shows_criteria_and_the_lab_bom_in_chinese(engagemen
     assert "FX100 全闪存 NVMe-oF 阵列" in page
     assert "All drives of each array recognised" not in page
     assert "Every BOM item delivered and checked" not in page
+    assert "通过 SSH 采集" in page and "collected over SSH" not in page  # how the run's evidence came
 
 
 @pytest.mark.parametrize("lang, expected", [("zh-hans", "有一块硬盘未被识别"),
