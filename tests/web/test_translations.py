@@ -93,7 +93,7 @@ def test_the_engagement_page_shows_criteria_and_the_lab_bom_in_chinese(engagemen
     assert "FX100 全闪存 NVMe-oF 阵列" in page
     assert "All drives of each array recognised" not in page
     assert "Every BOM item delivered and checked" not in page
-    assert "通过 SSH 采集" in page and "collected over SSH" not in page  # how the run's evidence came
+    assert "通过 SSH 采集" in page and "collected over SSH" not in page  # the evidence origin
 
 
 @pytest.mark.parametrize("lang, expected", [("zh-hans", "有一块硬盘未被识别"),
