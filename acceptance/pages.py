@@ -131,6 +131,7 @@ class GateCell:
     due_date: str
     due_text: str
     overdue: bool
+    due_line: str = ""  # "due 2026-12-14 · in 14 days" (no "in …" once passed)
 
 
 @dataclass
@@ -262,9 +263,13 @@ def dashboard_row(engagement: Engagement, today: date, words: _Words | None = No
         late = _is_overdue(gate, today)
         word = words.state(gate.state)
         due = gate.due_date
+        due_text = words.days(due, today)
+        due_line = _("due %(date)s") % {"date": _day(due)}
+        if gate.state != Gate.State.PASSED:
+            due_line += f" · {due_text}"
         cells.append(GateCell(
             code=gate.code, title=words.title(gate), state=gate.state, state_word=word,
-            due_date=_day(due), due_text=words.days(due, today), overdue=late))
+            due_date=_day(due), due_text=due_text, overdue=late, due_line=due_line))
         if late:
             overdue.append(_("%(gate)s was due %(date)s (%(when)s); it is %(state)s.") % {
                 "gate": words.title(gate), "date": _day(due),
