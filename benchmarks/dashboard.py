@@ -25,8 +25,8 @@ before (format_html timeline, model instances per row, every section through the
 engine, no gc.freeze): p95 303 ms (median 200 ms);
 after (three runs): p95 43 / 20 / 21 ms (median 22 / 16 / 16 ms); every row changed p95
 182 / 158 / 119 ms (median 105 / 93 / 70 ms; the last with the gates' due lines built in
-Python); 5 queries for 20 and for 200 engagements. The page is byte-identical to before (CSRF token aside) except the
-role in words in the top bar.
+Python); 5 queries for 20 and for 200 engagements. The page is byte-identical to before
+(CSRF token aside) except the role in words in the top bar.
 
 Run: ``.venv/bin/python benchmarks/dashboard.py [--requests 100] [--engagements 200]
 [--measurements 100000]``
