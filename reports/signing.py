@@ -391,14 +391,16 @@ def _one_signature(embedded, context, is_last: bool) -> SignatureInfo:
     level = status.modification_level
     later, allowed = "", True
     if not whole:
+        name = level.name.lower().replace("_", " ") if level is not None else "unknown"
         if status.coverage != SignatureCoverageLevel.ENTIRE_REVISION:
             later, allowed = "the signature does not cover its whole revision", False
-        elif level is None or level == ModificationLevel.NONE:
-            later, allowed = "bytes were appended after signing", False
-        elif level <= ModificationLevel.FORM_FILLING and status.docmdp_ok is not False:
+        elif is_last:
+            # nothing signed what follows this signature: whatever it is, it is unsigned
+            later, allowed = f"an unsigned incremental update follows ({name})", False
+        elif level is not None and level <= ModificationLevel.FORM_FILLING and (
+                status.docmdp_ok is not False):
             later, allowed = "later signatures were added (allowed)", True
         else:
-            name = level.name.lower().replace("_", " ")
             later, allowed = f"content was changed after signing ({name})", False
     problems = []
     if not intact:
