@@ -30,8 +30,9 @@ def attachment_name(number: int, node: str, probe: str) -> str:
 class EvidenceCheck:
     """Whether the embedded raw outputs match the embedded summary."""
 
-    ok: bool
+    ok: bool  # no embedded evidence contradicts the summary (True when none is embedded)
     summary: str  # one line for people
+    present: bool = True  # the document embeds a summary (reports issued before it do not)
     files: int = 0  # attachments found
     runs: int = 0  # runs the summary lists with an attachment
     matched: int = 0  # of those, attachments present with the right sha256
@@ -65,8 +66,10 @@ def evidence_check(data: bytes) -> EvidenceCheck:
         return EvidenceCheck(False, str(e))
     raw = files.get(SUMMARY_NAME)
     if raw is None:
-        return EvidenceCheck(False, f"no embedded {SUMMARY_NAME}: the evidence cannot be checked",
-                             files=len(files))
+        # Reports issued before evidence was embedded carry none: nothing to contradict. A
+        # summary removed from a signed report breaks its signature, which is reported there.
+        return EvidenceCheck(True, f"no embedded evidence ({SUMMARY_NAME} absent): only the "
+                                   f"signature can be checked", files=len(files), present=False)
     try:
         summary = json.loads(raw)
         runs = [r for r in summary["runs"] if r.get("attachment")]

@@ -173,14 +173,15 @@ def _verification(request, data: bytes, filename: str) -> dict:
 
 
 def _known_text(report: Report) -> str:
+    date = date_format(report.signed_at, "Y-m-d")
     if report.kind == Report.Kind.FINAL:
-        return _("This is version %(v)s of the final acceptance report of %(name)s issued here "
-                 "on %(date)s.") % {"v": report.version, "name": report.engagement.name,
-                                     "date": date_format(report.signed_at, "Y-m-d")}
-    return _("This is version %(v)s of the %(gate)s report of %(name)s issued here on "
-             "%(date)s.") % {"v": report.version, "gate": gate_title(report.about.gate),
-                            "name": report.engagement.name,
-                            "date": date_format(report.signed_at, "Y-m-d")}
+        text = _("This is the final acceptance report of %(name)s issued here on %(date)s.") % {
+            "name": report.engagement.name, "date": date}
+    else:
+        text = _("This is the %(gate)s report of %(name)s issued here on %(date)s.") % {
+            "gate": gate_title(report.about.gate), "name": report.engagement.name,
+            "date": date}
+    return f"{text} " + _("Version %(v)s") % {"v": report.version}
 
 
 # --- an engagement's reports, sign-off and countersignature ----------------------------------
