@@ -237,9 +237,12 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
     for party, role in (("vendor", _("project manager")),
                         ("customer", _("customer representative"))):
         s = signoff_by_party.get(party)
+        # the role in the report's language (the stored text is in the signer's language)
+        role_text = (_("project manager (vendor)") if party == "vendor"
+                     else _("customer representative (%(org)s)") % {"org": ctx.customer})
         signoff_rows.append({
             "party": _party_word(party), "expected_role": role, "signed": s is not None,
-            "name": s.name if s else "", "role": s.role if s else "",
+            "name": s.name if s else "", "role": role_text if s else "",
             "at": _minute(s.at) if s else "", "comment": s.comment if s else ""})
     marks = [m for m, present in ((SIMULATED_MARK, ctx.simulated), (IMPORTED_MARK, ctx.imported))
              if present]

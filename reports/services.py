@@ -343,8 +343,9 @@ def signoff_record(*, report: Report, user, comment: str = "") -> tuple[SignOff,
         done = SignOff.objects.filter(report__in=latest.series())
         if done.filter(party=party).exists():
             raise ReportRefused(f"the {party} has already signed off this report")
-        role = (_("project manager (vendor)") if party == SignOff.Party.VENDOR
-                else _("customer representative (%(org)s)") % {"org": engagement.customer.name})
+        # stored in English (data); reports print it in their own language
+        role = ("project manager (vendor)" if party == SignOff.Party.VENDOR
+                else f"customer representative ({engagement.customer.name})")
         signoff = SignOff.objects.create(report=latest, party=party, user=user,
                                          name=_person(user), role=role,
                                          comment=comment.strip(), at=timezone.now())

@@ -283,3 +283,26 @@ def test_the_api_accepts_a_countersigned_copy_and_refuses_a_forged_one(g1_report
     response = _api(people["customer"]).post(url, {"pdf": good}, format="multipart")
     assert response.status_code == 201, response.content
     assert (response.json()["version"], response.json()["origin"]) == (2, "countersigned")
+
+
+def test_the_signed_off_version_names_both_parties_in_chinese(acme, people, tmp_path):
+    import os
+    import shutil
+
+    from tests.reports.conftest import pdftotext
+
+    acme.report_language = "zh-hans"
+    acme.save(update_fields=["report_language"])
+    decision = decide(acme.gates.get(code="G1"), G1_MISSING_DRIVE, "stopped")
+    first = report_issue(decision=decision)
+    assert "等待签字确认" in pdftotext(Path(first.path))
+    signoff_record(report=first, user=people["customer"], comment="同意停止")
+    _, new = signoff_record(report=first, user=people["pm"], comment="23 drives")
+    text = " ".join(pdftotext(Path(new.path)).split())
+    assert '<html lang="zh-CN">' not in text  # (sanity: text, not HTML)
+    assert "本报告中的决定已由双方在验收服务中批准" in text
+    assert "Pat Lee" in text and "cora-customer" in text and "同意停止" in text
+    assert "客户代表（ACME）" in text and "项目经理（供应商）" in text
+    assert "取代 version 1 (sha256" in text
+    if os.environ.get("REPORTS_LOOK_DIR"):
+        shutil.copy(new.path, Path(os.environ["REPORTS_LOOK_DIR"]) / "acme-G1-v2-zh.pdf")
