@@ -225,8 +225,9 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
     first = section_views[0]
     if ctx.kind == "final":
         title = _("Final acceptance report")
-        gate_title = _("Gates %(first)s–%(last)s") % {"first": sections[0].gate_code,
-                                                      "last": sections[-1].gate_code}
+        gate_title = (first["title"] if len(sections) == 1 else
+                      _("Gates %(first)s–%(last)s") % {"first": sections[0].gate_code,
+                                                       "last": sections[-1].gate_code})
         headline = ctx.decision_sentence
     else:
         title = _("Gate report")

@@ -122,9 +122,27 @@ def test_it_issues_a_final_report_of_an_engagement_stopped_at_g1(lab):
     page_one = _words(pdftotext(path, page=1))
     assert "STOPPED" in page_one
     assert "Not accepted: the engagement stopped at G1 Arrival acceptance" in page_one
-    assert "Gates G1–G1" in page_one
+    assert "G1 Arrival acceptance — STOPPED · Criteria 4 criteria: 3 pass, 1 fail" in page_one
     # a second request makes version 2, naming version 1
     again = final_report_issue(engagement=engagement, issued_by="pm")
     assert (again.version, again.replaces_id) == (2, report.id)
     assert f"replaces version 1 (sha256 {report.sha256[:16]}" in _words(
         pdftotext(Path(again.path), page=1))
+
+
+def test_the_final_report_command_refuses_then_issues(lab):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    engagement, _ = lab("missing-drive")
+    out = StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("issue_final_report", engagement.name, stdout=out)
+    assert exit_info.value.code == 2
+    assert out.getvalue().startswith("refused: the final report needs a decision on every gate")
+    run_gate(engagement.name, "G1")
+    out = StringIO()
+    call_command("issue_final_report", engagement.name, stdout=out)
+    path = Path(out.getvalue().split("report: ")[1].strip())
+    assert verify_pdf(path.read_bytes()).valid
