@@ -128,6 +128,8 @@ SIGNING_DIR = VAR_DIR / "signing"
 # RFC 3161 timestamp authority for report signatures (empty: no timestamp token).
 SIGNING_TSA_URL = env.str("SIGNING_TSA_URL", default="")
 SIGNING_TSA_TIMEOUT_S = env.float("SIGNING_TSA_TIMEOUT_S", default=10.0)
+# PEM files of the roots the TSA's tokens chain to (trusted for timestamps only).
+SIGNING_TSA_TRUST_ROOTS = env.list("SIGNING_TSA_TRUST_ROOTS", default=[])
 
 # Lab nodes (local OpenSSH servers with stand-in tools) live here.
 LAB_DIR = VAR_DIR / "lab"

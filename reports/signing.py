@@ -243,6 +243,18 @@ def trust_roots(
         raise SigningSetupError(f"cannot load trust roots {list(map(str, paths))}: {e}") from e
 
 
+def tsa_trust_roots(*, paths: Sequence[Path | str] | None = None) -> list[asn1_x509.Certificate]:
+    """Roots a timestamp token may chain to: explicit paths or ``SIGNING_TSA_TRUST_ROOTS``."""
+    from pyhanko.keys import load_certs_from_pemder
+
+    if paths is None:
+        paths = list(_settings_value("SIGNING_TSA_TRUST_ROOTS", []) or [])  # type: ignore[call-overload]
+    try:
+        return list(load_certs_from_pemder([str(p) for p in paths]))
+    except (OSError, ValueError) as e:
+        raise SigningSetupError(f"cannot load TSA trust roots {list(map(str, paths))}: {e}") from e
+
+
 # --- signing and verifying -----------------------------------------------------------------
 
 
@@ -375,11 +387,11 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "?"
 
 
-def _one_signature(embedded, context, is_last: bool) -> SignatureInfo:
+def _one_signature(embedded, context, ts_context, is_last: bool) -> SignatureInfo:
     from pyhanko.sign.diff_analysis import ModificationLevel
     from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature
 
-    status = validate_pdf_signature(embedded, context)
+    status = validate_pdf_signature(embedded, context, ts_validation_context=ts_context)
     signer = _common_name(status.signing_cert)
     signed_at = status.signer_reported_dt or embedded.self_reported_timestamp
     intact = bool(status.intact and status.valid)
@@ -424,7 +436,7 @@ def _one_signature(embedded, context, is_last: bool) -> SignatureInfo:
 
 
 def _validate(data: bytes, roots: list[asn1_x509.Certificate],
-              check_evidence: bool) -> VerificationResult:
+              tsa_roots: list[asn1_x509.Certificate], check_evidence: bool) -> VerificationResult:
     from pyhanko.pdf_utils.reader import PdfFileReader
     from pyhanko_certvalidator import ValidationContext
 
@@ -442,8 +454,11 @@ def _validate(data: bytes, roots: list[asn1_x509.Certificate],
     infos = []
     for i, sig in enumerate(embedded):
         context = ValidationContext(trust_roots=roots, allow_fetching=False)
+        # a timestamp token chains to a TSA root, never trusted for document signatures
+        ts_context = ValidationContext(trust_roots=roots + tsa_roots, allow_fetching=False)
         try:
-            infos.append(_one_signature(sig, context, is_last=i == len(embedded) - 1))
+            infos.append(_one_signature(sig, context, ts_context,
+                                        is_last=i == len(embedded) - 1))
         except Exception as e:
             return _not_valid(f"signature {sig.field_name!r} cannot be checked: {e}")
 
@@ -482,18 +497,21 @@ def verify_pdf(
     *,
     roots: Sequence[asn1_x509.Certificate] | None = None,
     extra_roots: Sequence[asn1_x509.Certificate] = (),
+    tsa_roots: Sequence[asn1_x509.Certificate] | None = None,
     check_evidence: bool = True,
 ) -> VerificationResult:
     """Check every signature of a report against ``roots`` (default: ``trust_roots()``) plus
-    ``extra_roots`` (e.g. a customer's certificate), and the embedded evidence against the
-    embedded summary. Never raises: every problem is in the result."""
+    ``extra_roots`` (e.g. a customer's certificate), each timestamp token against ``tsa_roots``
+    (default: ``SIGNING_TSA_TRUST_ROOTS``), and the embedded evidence against the embedded
+    summary. Never raises: every problem is in the result."""
     try:
         root_list = list(roots) if roots is not None else trust_roots()
+        tsa_list = list(tsa_roots) if tsa_roots is not None else tsa_trust_roots()
     except SigningSetupError as e:
         return _not_valid(str(e))
     root_list += list(extra_roots)
     try:
         with _quiet_pyhanko():
-            return _call_sync(_validate, data, root_list, check_evidence)
+            return _call_sync(_validate, data, root_list, tsa_list, check_evidence)
     except Exception as e:  # a verifier answers; it does not crash on hostile input
         return _not_valid(f"signature cannot be checked: {type(e).__name__}: {e}")

@@ -83,12 +83,21 @@ def test_it_timestamps_the_signature_when_a_tsa_is_configured(settings, tsa, g1_
     signed = sign_pdf(g1_pdf, signer=signer)
     # pyHanko asks once to size the signature container, then for the real token
     assert served and set(served) == {"application/timestamp-query"}
-    result = verify_pdf(signed, roots=[*roots, tsa_root])
+    result = verify_pdf(signed, roots=roots, tsa_roots=[tsa_root])
     assert result.valid, result.summary
     (sig,) = result.signatures
     assert sig.timestamp is not None and sig.timestamp_ok is True
     assert before - timedelta(seconds=5) <= sig.timestamp <= datetime.now(UTC)
     assert "(timestamp " in result.summary
+
+
+def test_a_timestamp_from_an_untrusted_tsa_is_reported(settings, tsa, g1_pdf, signer, roots):
+    url, _, _ = tsa
+    settings.SIGNING_TSA_URL = url
+    result = verify_pdf(sign_pdf(g1_pdf, signer=signer), roots=roots, tsa_roots=[])
+    (sig,) = result.signatures
+    assert sig.timestamp is not None and sig.timestamp_ok is False
+    assert not result.valid and "timestamp token does not validate" in result.summary
 
 
 def test_it_signs_without_a_timestamp_when_no_tsa_is_set(settings, g1_pdf, signer, roots):

@@ -11,7 +11,13 @@ from typing import NoReturn
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from reports.signing import SigningSetupError, VerificationResult, trust_roots, verify_pdf
+from reports.signing import (
+    SigningSetupError,
+    VerificationResult,
+    trust_roots,
+    tsa_trust_roots,
+    verify_pdf,
+)
 
 
 def _when(value) -> str:
@@ -54,6 +60,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--customer-cert", action="append", dest="customer_certs", metavar="PEM", default=[],
             help="also trust this certificate (a customer's countersigning certificate)")
+        parser.add_argument(
+            "--tsa-root", action="append", dest="tsa_roots", metavar="PEM",
+            help="timestamp authority root (repeatable); default: SIGNING_TSA_TRUST_ROOTS")
 
     def handle(self, *args: object, **options: object) -> None:
         path = Path(str(options["file"]))
@@ -65,9 +74,10 @@ class Command(BaseCommand):
             roots = trust_roots(paths=options["trust_roots"])  # type: ignore[arg-type]
             extra = (trust_roots(paths=options["customer_certs"])  # type: ignore[arg-type]
                      if options["customer_certs"] else [])
+            tsa = tsa_trust_roots(paths=options["tsa_roots"])  # type: ignore[arg-type]
         except SigningSetupError as e:
             self._fail(str(e))
-        result = verify_pdf(data, roots=roots, extra_roots=extra)
+        result = verify_pdf(data, roots=roots, extra_roots=extra, tsa_roots=tsa)
         if not result.valid:
             self._fail(result.summary, detail_lines(result))
         self.stdout.write(f"valid: {result.summary}")
