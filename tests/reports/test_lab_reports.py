@@ -146,3 +146,25 @@ def test_the_final_report_command_refuses_then_issues(lab):
     call_command("issue_final_report", engagement.name, stdout=out)
     path = Path(out.getvalue().split("report: ")[1].strip())
     assert verify_pdf(path.read_bytes()).valid
+
+
+def test_a_lab_reset_removes_every_version_and_sign_off_but_keeps_the_files(lab):
+    from acceptance.models import Membership
+    from reports.models import SignOff
+    from reports.services import signoff_record
+    from tests.web.conftest import make_user
+
+    engagement, _ = lab("missing-drive")
+    run_gate(engagement.name, "G1")
+    first = _gate_report(engagement, "G1")
+    pm = make_user("pat-pm", Membership.Role.PROJECT_MANAGER)
+    customer = make_user("cora", Membership.Role.CUSTOMER, engagement.customer)
+    signoff_record(report=first, user=pm)
+    _, second = signoff_record(report=first, user=customer)
+    final = final_report_issue(engagement=engagement, issued_by="pm")
+    files = [Path(r.path) for r in (first, second, final)]
+    lab("missing-drive")  # resets the lab engagement
+    assert not Report.objects.filter(pk__in=[first.pk, second.pk, final.pk]).exists()
+    assert not SignOff.objects.exists()
+    for path in files:
+        assert verify_pdf(path.read_bytes()).valid
