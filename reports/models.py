@@ -51,7 +51,7 @@ class Report(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, null=True)
 
     class Meta:
-        ordering = ["engagement", "kind", "about", "version"]
+        ordering = ["engagement_id", "kind", "about_id", "version"]
 
     def __str__(self) -> str:
         return f"{self.series_title} v{self.version}"

@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AlterModelOptions(
             name='report',
-            options={'ordering': ['engagement', 'kind', 'about', 'version']},
+            options={'ordering': ['engagement_id', 'kind', 'about_id', 'version']},
         ),
         migrations.AddField(
             model_name='report',
