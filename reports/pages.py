@@ -51,6 +51,7 @@ class Series:
     key: str
     title: str
     outcome: str
+    outcome_word: str
     versions: list[VersionRow] = field(default_factory=list)
     signoffs: list[SignOffLine] = field(default_factory=list)
     awaiting: list[str] = field(default_factory=list)  # parties that have not signed off
@@ -88,7 +89,8 @@ def report_page(engagement: Engagement, user) -> dict:
                     "gate": f"{gate.code} {_(gate.name)}",
                     "date": report.about.decided_at.astimezone(UTC).strftime("%Y-%m-%d")}
                 outcome = report.about.outcome
-            series[key] = Series(key=key, title=title, outcome=outcome)
+            series[key] = Series(key=key, title=title, outcome=outcome,
+                                 outcome_word=_(outcome) if outcome else "")
         series[key].versions.append(VersionRow(
             id=report.id, version=report.version, file_name=Path(report.path).name,
             url=reverse("report-download", args=[report.id]), signed_at=_minute(report.signed_at),
