@@ -17,6 +17,7 @@ makes a new version of the same series naming the one it replaces:
 from __future__ import annotations
 
 import hashlib
+import logging
 from datetime import UTC
 from pathlib import Path
 
@@ -50,6 +51,8 @@ from runners.templatetags.units import measurement_text
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
 
+logger = logging.getLogger(__name__)
+
 
 class ReportRefused(Exception):
     """The request cannot be honoured; the message says why. Nothing was stored."""
@@ -68,6 +71,7 @@ def _charts(gate_run: GateRun) -> list:
     try:
         return list(run_results(gate_run)["charts"])
     except Exception:  # a chart is an illustration: its absence never blocks a report
+        logger.exception("charts of gate run %s could not be drawn", gate_run.pk)
         return []
 
 
