@@ -125,6 +125,11 @@ REPORT_SIGNING_PKCS12 = env.str("REPORT_SIGNING_PKCS12", default="")
 REPORT_SIGNING_PASSPHRASE = env.str("REPORT_SIGNING_PASSPHRASE", default="")
 REPORT_TRUST_ROOTS = env.list("REPORT_TRUST_ROOTS", default=[])
 SIGNING_DIR = VAR_DIR / "signing"
+# RFC 3161 timestamp authority for report signatures (empty: no timestamp token).
+SIGNING_TSA_URL = env.str("SIGNING_TSA_URL", default="")
+SIGNING_TSA_TIMEOUT_S = env.float("SIGNING_TSA_TIMEOUT_S", default=10.0)
+# PEM files of the roots the TSA's tokens chain to (trusted for timestamps only).
+SIGNING_TSA_TRUST_ROOTS = env.list("SIGNING_TSA_TRUST_ROOTS", default=[])
 
 # Lab nodes (local OpenSSH servers with stand-in tools) live here.
 LAB_DIR = VAR_DIR / "lab"

@@ -50,6 +50,7 @@ class EvidenceRow:
     sha256: str
     simulated: bool
     state: str
+    raw_output: bytes | None = None  # embedded as an attachment when given
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,53 @@ class NodeRow:
     address: str
     role: str
     host_key_fingerprint: str
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One gate on the engagement's schedule and what happened to it."""
+
+    gate_title: str
+    due_date: date
+    state: str  # pending, passed, stopped, review
+    decided_at: datetime | None
+    outcome: str  # "" when no decision
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One entry of the engagement's audit trail (threshold edits, re-openings, sign-offs)."""
+
+    at: datetime
+    actor: str
+    action: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SignOffRow:
+    """One party's approval of the decision."""
+
+    party: str  # "vendor" | "customer"
+    name: str
+    role: str
+    at: datetime
+    comment: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateSection:
+    """One gate's decision with its criteria, charts and runs (the final report has several)."""
+
+    gate_code: str
+    gate_name: str
+    decision_outcome: Outcome
+    decision_sentence: str
+    decided_at: datetime
+    decided_by: str
+    criteria: list[CriterionRow] = field(default_factory=list)
+    charts: list = field(default_factory=list)  # runners.charts.Chart (plain geometry)
+    runs: list[EvidenceRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +141,17 @@ class GateReportContext:
     simulated: bool = False  # any evidence came from lab stand-in tools
     imported: bool = False  # evidence was imported rather than run by the service
     language: str = "en"
+    kind: Literal["gate", "final"] = "gate"
+    sections: list[GateSection] = field(default_factory=list)  # empty: one built from the above
+    charts: list = field(default_factory=list)  # of the gate report's single gate
+    schedule: list[ScheduleRow] = field(default_factory=list)
+    audit: list[AuditRow] = field(default_factory=list)
+    signoffs: list[SignOffRow] = field(default_factory=list)
+    version: int = 1
+    replaces: str = ""  # "G1 report v1, sha256 …" when this version replaces another
+    reason: str = ""  # why this version was issued
+    # G4 soak results (time series, fault windows), filled when the soak exists; None: no soak.
+    soak_section: object | None = None
 
     def __post_init__(self) -> None:
         if self.decision_outcome not in OUTCOMES:
@@ -101,6 +160,24 @@ class GateReportContext:
             )
         if self.decided_at.tzinfo is None:
             raise ValueError("decided_at must be an aware datetime")
+
+    @property
+    def signoff_complete(self) -> bool:
+        parties = {s.party for s in self.signoffs}
+        return {"vendor", "customer"} <= parties
+
+    def gate_sections(self) -> list[GateSection]:
+        """The sections shown: ``sections``, or the single gate of the top-level fields."""
+        if self.sections:
+            return list(self.sections)
+        return [GateSection(
+            gate_code=self.gate_code, gate_name=self.gate_name,
+            decision_outcome=self.decision_outcome, decision_sentence=self.decision_sentence,
+            decided_at=self.decided_at, decided_by=self.decided_by, criteria=self.criteria,
+            charts=self.charts, runs=self.runs)]
+
+    def all_runs(self) -> list[EvidenceRow]:
+        return [run for section in self.gate_sections() for run in section.runs]
 
     @property
     def html_lang(self) -> str:

@@ -36,3 +36,42 @@ class VerifyForm(forms.Form):
         if upload.size > MAX_VERIFY_BYTES:
             raise forms.ValidationError(too_large_message())
         return upload
+
+
+class SignOffForm(forms.Form):
+    comment = forms.CharField(
+        label=_("Comment"), required=False, max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Optional; printed on the sign-off page of the report."))
+
+
+MAX_CERTIFICATE_BYTES = 64 * 1024
+
+
+class CertificateForm(forms.Form):
+    certificate = forms.FileField(
+        label=_("Your public certificate (PEM or DER)"),
+        help_text=_("Only the certificate: never upload a private key or a PKCS#12 file."),
+        error_messages={"required": _("Choose a certificate file."),
+                        "empty": _("The file is empty.")})
+
+    def clean_certificate(self):
+        upload = self.cleaned_data["certificate"]
+        if upload.size > MAX_CERTIFICATE_BYTES:
+            raise forms.ValidationError(_("A certificate is a few kilobytes; this file is larger "
+                                          "than 64 KB."))
+        return upload
+
+
+class CountersignedForm(forms.Form):
+    pdf = forms.FileField(
+        label=_("Countersigned report (PDF)"),
+        help_text=_("The report as downloaded from here, with your signature added as an "
+                    "incremental update (e.g. manage.py countersign_report). Up to 50 MB."),
+        error_messages={"required": _("Choose a PDF file."), "empty": _("The file is empty.")})
+
+    def clean_pdf(self):
+        upload = self.cleaned_data["pdf"]
+        if upload.size > MAX_VERIFY_BYTES:
+            raise forms.ValidationError(too_large_message())
+        return upload

@@ -1,30 +1,56 @@
-"""Turn a GateReportContext into the report's HTML and its PDF (WeasyPrint).
+"""Turn a GateReportContext into the report's HTML, its summary JSON and its PDF/A-3b
+(WeasyPrint) with the evidence embedded.
 
 The template only loops and branches on booleans: every word, date and count it shows is
-prepared here, from the frozen context alone.
+prepared here, from the frozen context alone, in the report's language (English or Simplified
+Chinese, ``translation.override``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from django.template.loader import render_to_string
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
-from reports.context import CriterionRow, EvidenceRow, GateReportContext
+from reports.context import CriterionRow, EvidenceRow, GateReportContext, GateSection
+from reports.evidence import SUMMARY_FORMAT, SUMMARY_NAME, attachment_name
 
 TEMPLATE = "reports/gate_report.html"
+SOAK_TEMPLATE = "reports/_soak_section.html"
+PDF_VARIANT = "pdf/a-3b"
 
+# English marks stay as they are in every language (tests and readers search for them); the
+# translated mark follows them in a Chinese report.
 SIMULATED_MARK = "SIMULATED EVIDENCE — lab stand-in tools, not customer hardware"
 IMPORTED_MARK = "IMPORTED EVIDENCE — collected by the customer's script, not by the service"
 
+
+def _outcome_words() -> dict[str, str]:
+    return {"passed": _("PASSED"), "stopped": _("STOPPED"), "error": _("ERROR"),
+            "review": _("REVIEW")}
+
+
+def _verdict_words() -> dict[str, str]:
+    return {"pass": _("PASS"), "fail": _("FAIL"), "insufficient": _("INSUFFICIENT DATA"),
+            "review": _("REVIEW")}
+
+
+# Kept for callers that import them (English words).
 OUTCOME_WORDS = {"passed": "PASSED", "stopped": "STOPPED", "error": "ERROR", "review": "REVIEW"}
-VERDICT_WORDS = {
-    "pass": "PASS",
-    "fail": "FAIL",
-    "insufficient": "INSUFFICIENT DATA",
-    "review": "REVIEW",
-}
+VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "insufficient": "INSUFFICIENT DATA",
+                 "review": "REVIEW"}
+
+
+def django_language(language: str) -> str:
+    """The Django language code of a report language (``zh-hans`` or ``en``)."""
+    return "zh-hans" if language.lower() in ("zh-hans", "zh-cn", "zh") else "en"
 
 
 @dataclass(frozen=True)
@@ -43,6 +69,7 @@ class _CriterionView:
 @dataclass(frozen=True)
 class _RunView:
     number: int
+    gate: str
     node: str
     probe: str
     command: str
@@ -54,6 +81,7 @@ class _RunView:
     sha256: str
     simulated: bool
     state: str
+    attachment: str
 
 
 def _day(value: date | None) -> str:
@@ -79,6 +107,14 @@ def _second(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _iso(value: datetime | date | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="seconds")
+    return value.isoformat()
+
+
 def _finish(started: datetime | None, finished: datetime | None) -> str:
     """The finish time, without the date when the run ended on the day it started."""
     if finished is None:
@@ -92,91 +128,263 @@ def _finish(started: datetime | None, finished: datetime | None) -> str:
 
 def _criterion(row: CriterionRow) -> _CriterionView:
     return _CriterionView(
-        metric=row.metric,
-        description=row.description,
-        operator_text=row.operator_text,
-        measured_text=row.measured_text,
-        unit=row.unit,
-        reference_source=row.reference_source,
-        verdict=row.verdict,
-        verdict_word=VERDICT_WORDS[row.verdict],
+        metric=row.metric, description=row.description, operator_text=row.operator_text,
+        measured_text=row.measured_text, unit=row.unit, reference_source=row.reference_source,
+        verdict=row.verdict, verdict_word=_verdict_words()[row.verdict],
         explanation=row.explanation,
     )
 
 
-def _run(number: int, row: EvidenceRow) -> _RunView:
+@dataclass(frozen=True)
+class _NumberedRun:
+    number: int
+    gate: str
+    row: EvidenceRow
+
+    @property
+    def attachment(self) -> str:
+        return attachment_name(self.number, self.row.node, self.row.probe)
+
+
+def numbered_runs(ctx: GateReportContext) -> list[_NumberedRun]:
+    """Every run of the report, numbered 1… in appendix order (gate by gate)."""
+    out, number = [], 0
+    for section in ctx.gate_sections():
+        for row in section.runs:
+            number += 1
+            out.append(_NumberedRun(number, section.gate_code, row))
+    return out
+
+
+def _run(item: _NumberedRun) -> _RunView:
+    row = item.row
     return _RunView(
-        number=number,
-        node=row.node,
-        probe=row.probe,
-        command=row.command,
-        tool_version=row.tool_version or "—",
-        started=_second(row.started_at),
+        number=item.number, gate=item.gate, node=row.node, probe=row.probe, command=row.command,
+        tool_version=row.tool_version or "—", started=_second(row.started_at),
         finished=_finish(row.started_at, row.finished_at),
         exit_code="—" if row.exit_code is None else str(row.exit_code),
-        exit_ok=row.exit_code == 0,
-        sha256=row.sha256 or "—",
-        simulated=row.simulated,
-        state=row.state,
+        exit_ok=row.exit_code == 0, sha256=row.sha256 or "—", simulated=row.simulated,
+        state=row.state, attachment=item.attachment if row.raw_output is not None else "",
     )
 
 
 def _verdict_summary(criteria: list[CriterionRow]) -> str:
     """ "5 criteria: 4 pass, 1 fail" in the fixed verdict order, zero counts left out."""
-    counts = {verdict: 0 for verdict in VERDICT_WORDS}
+    words = _verdict_words()
+    counts = {verdict: 0 for verdict in words}
     for row in criteria:
         counts[row.verdict] += 1
-    parts = [f"{n} {VERDICT_WORDS[v].lower()}" for v, n in counts.items() if n]
-    noun = "criterion" if len(criteria) == 1 else "criteria"
-    return f"{len(criteria)} {noun}: " + ", ".join(parts) if parts else "No criteria recorded."
+    parts = [f"{n} {words[v].lower()}" for v, n in counts.items() if n]
+    if not parts:
+        return _("No criteria recorded.")
+    head = ngettext("%(n)d criterion", "%(n)d criteria", len(criteria)) % {"n": len(criteria)}
+    return f"{head}: " + ", ".join(parts)
 
 
-def report_template_context(ctx: GateReportContext) -> dict[str, object]:
-    """The plain values the template shows; public so views can render the same page."""
-    gate_title = f"{ctx.gate_code} {ctx.gate_name}".strip()
+def _gate_title(code: str, name: str) -> str:
+    return f"{code} {_(name)}".strip()
+
+
+def _localized_sentence(section: GateSection) -> str:
+    """The decision in one sentence in the report's language, from the verdicts."""
+    met = sum(1 for c in section.criteria if c.verdict == "pass")
+    return _("%(gate)s: %(outcome)s — %(met)d of %(total)d criteria met.") % {
+        "gate": _gate_title(section.gate_code, section.gate_name),
+        "outcome": _outcome_words()[section.decision_outcome], "met": met,
+        "total": len(section.criteria)}
+
+
+def _section_view(section: GateSection, runs: list[_RunView], english: bool) -> dict:
     return {
-        "r": ctx,
-        "lang": ctx.html_lang,
-        "gate_title": gate_title,
-        "document_title": f"{ctx.engagement_name} — {gate_title} gate report",
-        "outcome": ctx.decision_outcome,
-        "outcome_word": OUTCOME_WORDS[ctx.decision_outcome],
-        "due_date": _day(ctx.due_date),
-        "engagement_start": _day(ctx.engagement_start),
-        "decided_at": _minute(ctx.decided_at),
-        "decided_at_iso": ctx.decided_at.astimezone(UTC).isoformat(timespec="seconds"),
-        "criteria": [_criterion(row) for row in ctx.criteria],
-        "verdict_summary": _verdict_summary(ctx.criteria),
-        "bom": [
-            {
-                "item": b.item,
-                "ticked_by": b.ticked_by or "—",
-                "ticked_at": _table_minute(b.ticked_at),
-            }
-            for b in ctx.bom
-        ],
-        "nodes": ctx.nodes,
-        "runs": [_run(i, row) for i, row in enumerate(ctx.runs, start=1)],
-        "simulated_runs": sum(1 for row in ctx.runs if row.simulated),
-        "simulated_mark": SIMULATED_MARK,
-        "page_mark": " · ".join(
-            mark for mark, present in ((SIMULATED_MARK, ctx.simulated),
-                                       (IMPORTED_MARK, ctx.imported)) if present
-        ),
+        "code": section.gate_code,
+        "title": _gate_title(section.gate_code, section.gate_name),
+        "outcome": section.decision_outcome,
+        "outcome_word": _outcome_words()[section.decision_outcome],
+        "sentence": section.decision_sentence if english else _localized_sentence(section),
+        "recorded_sentence": "" if english else section.decision_sentence,
+        "decided_at": _minute(section.decided_at),
+        "decided_by": section.decided_by,
+        "criteria": [_criterion(row) for row in section.criteria],
+        "verdict_summary": _verdict_summary(section.criteria),
+        "charts": section.charts,
+        "runs": [r for r in runs if r.gate == section.gate_code],
     }
 
 
+def _party_word(party: str) -> str:
+    return {"vendor": _("Vendor"), "customer": _("Customer")}.get(party, party)
+
+
+def report_template_context(ctx: GateReportContext) -> dict[str, object]:
+    """The plain values the template shows, in the active language; public so views can render
+    the same page."""
+    english = translation.get_language() in (None, "en", "en-us")
+    sections = ctx.gate_sections()
+    runs = [_run(item) for item in numbered_runs(ctx)]
+    section_views = [_section_view(s, runs, english) for s in sections]
+    first = section_views[0]
+    if ctx.kind == "final":
+        title = _("Final acceptance report")
+        gate_title = (first["title"] if len(sections) == 1 else
+                      _("Gates %(first)s–%(last)s") % {"first": sections[0].gate_code,
+                                                       "last": sections[-1].gate_code})
+        headline = ctx.decision_sentence
+    else:
+        title = _("Gate report")
+        gate_title = first["title"]
+        headline = first["sentence"]
+    signoff_by_party = {s.party: s for s in ctx.signoffs}
+    signoff_rows = []
+    for party, role in (("vendor", _("project manager")),
+                        ("customer", _("customer representative"))):
+        s = signoff_by_party.get(party)
+        # the role in the report's language (the stored text is in the signer's language)
+        role_text = (_("project manager (vendor)") if party == "vendor"
+                     else _("customer representative (%(org)s)") % {"org": ctx.customer})
+        signoff_rows.append({
+            "party": _party_word(party), "expected_role": role, "signed": s is not None,
+            "name": s.name if s else "", "role": role_text if s else "",
+            "at": _minute(s.at) if s else "", "comment": s.comment if s else ""})
+    marks = [m for m, present in ((SIMULATED_MARK, ctx.simulated), (IMPORTED_MARK, ctx.imported))
+             if present]
+    translated_marks = [t for t, present in ((_("SIMULATED EVIDENCE"), ctx.simulated),
+                                             (_("IMPORTED EVIDENCE"), ctx.imported))
+                        if present and not english]
+    return {
+        "r": ctx,
+        "lang": ctx.html_lang,
+        "title": title,
+        "gate_title": gate_title,
+        "document_title": f"{ctx.engagement_name} — {gate_title} — {title} v{ctx.version}",
+        "outcome": ctx.decision_outcome,
+        "outcome_word": _outcome_words()[ctx.decision_outcome],
+        "headline": headline,
+        "recorded_sentence": "" if english or ctx.kind == "final" else ctx.decision_sentence,
+        "due_date": _day(ctx.due_date),
+        "engagement_start": _day(ctx.engagement_start),
+        "engagement_end": _day(ctx.engagement_start and _end(ctx.engagement_start)),
+        "decided_at": _minute(ctx.decided_at),
+        "decided_at_iso": ctx.decided_at.astimezone(UTC).isoformat(timespec="seconds"),
+        "sections": section_views,
+        "criteria": first["criteria"],
+        "verdict_summary": first["verdict_summary"],
+        "schedule": [{"gate": row.gate_title, "due": _day(row.due_date),
+                      "state": row.state, "state_word": _(row.state),
+                      "decided_at": _table_minute(row.decided_at),
+                      "outcome_word": _outcome_words().get(row.outcome, "—")}
+                     for row in ctx.schedule],
+        "audit": [{"at": _table_minute(a.at), "actor": a.actor, "action": a.action,
+                   "reason": a.reason} for a in ctx.audit],
+        "bom": [{"item": b.item, "ticked_by": b.ticked_by or "—",
+                 "ticked_at": _table_minute(b.ticked_at)} for b in ctx.bom],
+        "nodes": ctx.nodes,
+        "runs": runs,
+        "attached_runs": sum(1 for r in runs if r.attachment),
+        "simulated_runs": sum(1 for r in runs if r.simulated),
+        "simulated_mark": SIMULATED_MARK,
+        "page_mark": " · ".join(marks + translated_marks),
+        "signoffs": signoff_rows,
+        "signoff_complete": ctx.signoff_complete,
+        "version": ctx.version,
+        "replaces": ctx.replaces,
+        "reason": ctx.reason,
+        "summary_name": SUMMARY_NAME,
+        "soak_section": ctx.soak_section,
+        "soak_template": SOAK_TEMPLATE,
+    }
+
+
+def _end(start: date) -> date:
+    from datetime import timedelta
+
+    return start + timedelta(weeks=10)
+
+
 def render_gate_report_html(ctx: GateReportContext) -> str:
-    """The gate report as one self-contained HTML document (print CSS inline, no URLs)."""
-    return render_to_string(TEMPLATE, report_template_context(ctx))
+    """The report as one self-contained HTML document (print CSS inline, no URLs)."""
+    with translation.override(django_language(ctx.language)):
+        return render_to_string(TEMPLATE, report_template_context(ctx))
 
 
-def render_gate_report_pdf(ctx: GateReportContext) -> bytes:
-    """The gate report as an A4 PDF, unsigned."""
+def report_summary(ctx: GateReportContext) -> dict:
+    """The machine-readable report embedded as ``summary.json``: the decision(s), every
+    criterion (measured value with unit, threshold, reference source, verdict) and every run
+    (node, command, tool version, times, sha256 of raw output, attachment name)."""
+    runs = numbered_runs(ctx)
+    return {
+        "format": SUMMARY_FORMAT,
+        "kind": ctx.kind,
+        "engagement": ctx.engagement_name,
+        "customer": ctx.customer,
+        "vendor": ctx.vendor,
+        "version": ctx.version,
+        "replaces": ctx.replaces or None,
+        "reason": ctx.reason or None,
+        "language": ctx.language,
+        "simulated": ctx.simulated,
+        "imported": ctx.imported,
+        "decision": {"outcome": ctx.decision_outcome, "sentence": ctx.decision_sentence,
+                     "decided_at": _iso(ctx.decided_at), "decided_by": ctx.decided_by},
+        "gates": [{
+            "gate": s.gate_code, "name": s.gate_name, "outcome": s.decision_outcome,
+            "sentence": s.decision_sentence, "decided_at": _iso(s.decided_at),
+            "decided_by": s.decided_by,
+            "criteria": [{"metric": c.metric, "description": c.description,
+                          "threshold": c.operator_text, "measured": c.measured_text,
+                          "unit": c.unit, "reference_source": c.reference_source,
+                          "verdict": c.verdict, "explanation": c.explanation}
+                         for c in s.criteria],
+        } for s in ctx.gate_sections()],
+        "schedule": [{"gate": r.gate_title, "due": _iso(r.due_date), "state": r.state,
+                      "decided_at": _iso(r.decided_at), "outcome": r.outcome or None}
+                     for r in ctx.schedule],
+        "signoffs": [{"party": s.party, "name": s.name, "role": s.role, "at": _iso(s.at),
+                      "comment": s.comment} for s in ctx.signoffs],
+        "runs": [{
+            "number": item.number, "gate": item.gate, "node": item.row.node,
+            "probe": item.row.probe, "command": item.row.command,
+            "tool_version": item.row.tool_version, "started_at": _iso(item.row.started_at),
+            "finished_at": _iso(item.row.finished_at), "exit_code": item.row.exit_code,
+            "state": item.row.state, "simulated": item.row.simulated,
+            "sha256": item.row.sha256,
+            "attachment": item.attachment if item.row.raw_output is not None else None,
+        } for item in runs],
+    }
+
+
+def _attachments(ctx: GateReportContext) -> list:
+    from weasyprint import Attachment
+
+    summary = json.dumps(report_summary(ctx), ensure_ascii=False, indent=1).encode()
+    files = [Attachment(file_obj=io.BytesIO(summary), name=SUMMARY_NAME,
+                        description="Machine-readable summary of this report",
+                        relationship="Data")]
+    for item in numbered_runs(ctx):
+        raw = item.row.raw_output
+        if raw is None:
+            continue
+        if item.row.sha256 and hashlib.sha256(raw).hexdigest() != item.row.sha256:
+            raise ValueError(f"run {item.number} ({item.row.node} {item.row.probe}): the raw "
+                             f"output does not hash to its recorded sha256 {item.row.sha256}")
+        files.append(Attachment(file_obj=io.BytesIO(raw), name=item.attachment,
+                                description=f"Raw output of run {item.number}: {item.row.probe}"
+                                            f" on {item.row.node}", relationship="Source"))
+    return files
+
+
+def render_html_pdf(html: str, *, attachments: list | None = None) -> bytes:
+    """Render report HTML to PDF/A-3b, with ``attachments`` (weasyprint.Attachment) embedded."""
     # Imported here: WeasyPrint loads Pango and fontconfig, which web requests never need.
     from weasyprint import HTML
     from weasyprint.urls import URLFetcher
 
     # The report must never reach the network: only inline data: URIs may be fetched.
     fetcher = URLFetcher(allowed_protocols={"data"})
-    return HTML(string=render_gate_report_html(ctx), url_fetcher=fetcher).write_pdf()
+    return HTML(string=html, url_fetcher=fetcher).write_pdf(
+        pdf_variant=PDF_VARIANT, attachments=attachments or [])
+
+
+def render_gate_report_pdf(ctx: GateReportContext) -> bytes:
+    """The report as an A4 PDF/A-3b, unsigned, with summary.json and every run's raw output
+    embedded. Raises ValueError when a raw output does not hash to its recorded sha256."""
+    return render_html_pdf(render_gate_report_html(ctx), attachments=_attachments(ctx))

@@ -34,6 +34,7 @@ from cryptography.x509.oid import NameOID
 DEV_CA_NAME = "Acceptance Service Development CA"
 DEV_SIGNER_NAME = "Acceptance Service (development)"
 SIGNATURE_FIELD = "AcceptanceSignature"
+CUSTOMER_SIGNATURE_FIELD = "CustomerSignature"
 
 CA_FILE = "ca.pem"
 P12_FILE = "signer.p12"
@@ -242,6 +243,18 @@ def trust_roots(
         raise SigningSetupError(f"cannot load trust roots {list(map(str, paths))}: {e}") from e
 
 
+def tsa_trust_roots(*, paths: Sequence[Path | str] | None = None) -> list[asn1_x509.Certificate]:
+    """Roots a timestamp token may chain to: explicit paths or ``SIGNING_TSA_TRUST_ROOTS``."""
+    from pyhanko.keys import load_certs_from_pemder
+
+    if paths is None:
+        paths = list(_settings_value("SIGNING_TSA_TRUST_ROOTS", []) or [])  # type: ignore[call-overload]
+    try:
+        return list(load_certs_from_pemder([str(p) for p in paths]))
+    except (OSError, ValueError) as e:
+        raise SigningSetupError(f"cannot load TSA trust roots {list(map(str, paths))}: {e}") from e
+
+
 # --- signing and verifying -----------------------------------------------------------------
 
 
@@ -270,20 +283,33 @@ def _quiet_pyhanko() -> Iterator[None]:
             lg.setLevel(level)
 
 
-def _sign(pdf: bytes, signer, reason: str, location: str) -> bytes:
+def tsa_timestamper():
+    """The timestamp authority of ``SIGNING_TSA_URL`` (RFC 3161 over HTTP), or None when unset."""
+    url = str(_settings_value("SIGNING_TSA_URL", "") or "")
+    if not url:
+        return None
+    from pyhanko.sign.timestamps.requests_client import RequestsHTTPTimeStamper
+
+    return RequestsHTTPTimeStamper(url, timeout=float(_settings_value("SIGNING_TSA_TIMEOUT_S", 10)))
+
+
+def _sign(pdf: bytes, signer, reason: str, location: str, field_name: str, timestamper) -> bytes:
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
     from pyhanko.sign import fields, signers
 
     writer = IncrementalPdfFileWriter(BytesIO(pdf), strict=False)
     meta = signers.PdfSignatureMetadata(
-        field_name=SIGNATURE_FIELD,
+        field_name=field_name,
         reason=reason,
         location=location,
         subfilter=fields.SigSeedSubFilter.PADES,
         md_algorithm="sha256",
     )
-    out = signers.sign_pdf(writer, meta, signer=signer)
+    out = signers.sign_pdf(writer, meta, signer=signer, timestamper=timestamper)
     return out.getvalue()
+
+
+_DEFAULT = object()
 
 
 def sign_pdf(
@@ -292,24 +318,59 @@ def sign_pdf(
     signer=None,
     reason: str = "Gate decision",
     location: str = "acceptance service",
+    field_name: str = SIGNATURE_FIELD,
+    timestamper=_DEFAULT,
 ) -> bytes:
-    """``pdf`` with an invisible PAdES signature in the field "AcceptanceSignature" appended."""
+    """``pdf`` with an invisible PAdES signature in the field ``field_name`` appended as an
+    incremental update (earlier signatures stay valid). ``timestamper`` defaults to the TSA of
+    ``SIGNING_TSA_URL`` (none when unset). Raises SigningSetupError for a bad signing identity
+    and pyHanko's errors for an unreadable PDF or an unreachable TSA."""
     if signer is None:
         signer = load_signer()
-    return _call_sync(_sign, pdf, signer, reason, location)
+    if timestamper is _DEFAULT:
+        timestamper = tsa_timestamper()
+    return _call_sync(_sign, pdf, signer, reason, location, field_name, timestamper)
+
+
+@dataclass(frozen=True)
+class SignatureInfo:
+    """One signature of a document, oldest first."""
+
+    field: str
+    signer: str
+    signed_at: datetime | None  # as reported by the signer
+    timestamp: datetime | None  # from a timestamp authority's token, when there is one
+    timestamp_ok: bool | None  # the token is intact and its TSA trusted (None: no token)
+    intact: bool
+    trusted: bool
+    whole_file: bool  # covers the whole file as it is now
+    later_changes: str  # "" when none; else what was appended after this signature
+    later_changes_allowed: bool  # only further signatures were added after it
+    problem: str  # "" when this signature is fine
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
 
 
 @dataclass(frozen=True)
 class VerificationResult:
-    """What a person needs to know about a report's signature."""
+    """What a person needs to know about a report's signatures and embedded evidence."""
 
-    intact: bool  # the signed bytes are unchanged and the signature is cryptographically sound
-    trusted: bool  # the signer's certificate chains to one of the trust roots
-    valid: bool  # intact, trusted, and the signature covers the whole file
-    signer: str  # subject CN of the signing certificate, "" if none
-    signed_at: datetime | None  # as reported by the signer
+    intact: bool  # every signature's signed bytes are unchanged and cryptographically sound
+    trusted: bool  # every signer's certificate chains to one of the trust roots
+    valid: bool  # intact, trusted, nothing but signatures appended, evidence matches
+    signer: str  # subject CN of the newest signature's certificate, "" if none
+    signed_at: datetime | None  # as reported by the newest signer
     summary: str  # one line for people
     error: str = ""  # why not valid, "" when valid
+    signatures: tuple[SignatureInfo, ...] = ()
+    modified_after_signing: bool = False
+    evidence: object = None  # reports.evidence.EvidenceCheck, None when not checked
+
+    @property
+    def vendor_signer(self) -> str:
+        return self.signatures[0].signer if self.signatures else ""
 
 
 def _not_valid(reason: str, **known: object) -> VerificationResult:
@@ -322,36 +383,37 @@ def _common_name(cert: asn1_x509.Certificate) -> str:
     return str(name.get("common_name") or cert.subject.human_friendly)
 
 
-def _validate(data: bytes, roots: list[asn1_x509.Certificate]) -> VerificationResult:
-    from pyhanko.pdf_utils.reader import PdfFileReader
+def _when(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "?"
+
+
+def _one_signature(embedded, context, ts_context, is_last: bool) -> SignatureInfo:
+    from pyhanko.sign.diff_analysis import ModificationLevel
     from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature
-    from pyhanko_certvalidator import ValidationContext
 
-    if not data.lstrip()[:5] == b"%PDF-":
-        return _not_valid("not a PDF file")
-    try:
-        reader = PdfFileReader(BytesIO(data), strict=False)
-        signatures = list(reader.embedded_signatures)
-    except Exception as e:
-        return _not_valid(f"cannot read the PDF: {e}")
-    if not signatures:
-        return _not_valid("the document carries no signature")
-    named = [s for s in signatures if s.field_name == SIGNATURE_FIELD]
-    embedded = (named or signatures)[-1]
-
-    context = ValidationContext(trust_roots=roots, allow_fetching=False)
-    try:
-        status = validate_pdf_signature(embedded, context)
-    except Exception as e:
-        return _not_valid(f"signature cannot be checked: {e}")
-
+    status = validate_pdf_signature(embedded, context, ts_validation_context=ts_context)
     signer = _common_name(status.signing_cert)
     signed_at = status.signer_reported_dt or embedded.self_reported_timestamp
     intact = bool(status.intact and status.valid)
     trusted = bool(status.trusted)
     whole = status.coverage == SignatureCoverageLevel.ENTIRE_FILE
-    when = signed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if signed_at else "?"
-
+    ts = status.timestamp_validity
+    timestamp = ts.timestamp if ts is not None else None
+    timestamp_ok = None if ts is None else bool(ts.intact and ts.valid and ts.trusted)
+    level = status.modification_level
+    later, allowed = "", True
+    if not whole:
+        name = level.name.lower().replace("_", " ") if level is not None else "unknown"
+        if status.coverage != SignatureCoverageLevel.ENTIRE_REVISION:
+            later, allowed = "the signature does not cover its whole revision", False
+        elif is_last:
+            # nothing signed what follows this signature: whatever it is, it is unsigned
+            later, allowed = f"an unsigned incremental update follows ({name})", False
+        elif level is not None and level <= ModificationLevel.FORM_FILLING and (
+                status.docmdp_ok is not False):
+            later, allowed = "later signatures were added (allowed)", True
+        else:
+            later, allowed = f"content was changed after signing ({name})", False
     problems = []
     if not intact:
         # pyHanko does not judge the chain of a broken signature: say only what is known.
@@ -360,43 +422,96 @@ def _validate(data: bytes, roots: list[asn1_x509.Certificate]) -> VerificationRe
         indication = status.trust_problem_indic
         why = f" ({indication.name.lower().replace('_', ' ')})" if indication else ""
         problems.append(f"signer {signer!r} is not trusted by the configured roots{why}")
-    if not whole:
-        problems.append("the signature does not cover the whole document (content was added)")
+    if not whole and (is_last or not allowed):
+        problems.append(
+            "the signature does not cover the whole document (content was added"
+            + (f": {later})" if later and not allowed else ")"))
+    if timestamp_ok is False:
+        problems.append("its timestamp token does not validate")
+    return SignatureInfo(
+        field=embedded.field_name, signer=signer, signed_at=signed_at, timestamp=timestamp,
+        timestamp_ok=timestamp_ok, intact=intact, trusted=trusted, whole_file=whole,
+        later_changes=later, later_changes_allowed=allowed, problem="; ".join(problems),
+    )
+
+
+def _validate(data: bytes, roots: list[asn1_x509.Certificate],
+              tsa_roots: list[asn1_x509.Certificate], check_evidence: bool) -> VerificationResult:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko_certvalidator import ValidationContext
+
+    if not data.lstrip()[:5] == b"%PDF-":
+        return _not_valid("not a PDF file")
+    try:
+        reader = PdfFileReader(BytesIO(data), strict=False)
+        embedded = list(reader.embedded_signatures)
+    except Exception as e:
+        return _not_valid(f"cannot read the PDF: {e}")
+    if not embedded:
+        return _not_valid("the document carries no signature")
+    embedded.sort(key=lambda sig: sig.signed_revision)
+
+    infos = []
+    for i, sig in enumerate(embedded):
+        context = ValidationContext(trust_roots=roots, allow_fetching=False)
+        # a timestamp token chains to a TSA root, never trusted for document signatures
+        ts_context = ValidationContext(trust_roots=roots + tsa_roots, allow_fetching=False)
+        try:
+            infos.append(_one_signature(sig, context, ts_context,
+                                        is_last=i == len(embedded) - 1))
+        except Exception as e:
+            return _not_valid(f"signature {sig.field_name!r} cannot be checked: {e}")
+
+    evidence = None
+    if check_evidence:
+        from reports.evidence import evidence_check
+
+        evidence = evidence_check(data)
+    newest = infos[-1]
+    intact = all(i.intact for i in infos)
+    trusted = all(i.trusted for i in infos)
+    modified = not intact or not newest.whole_file or any(
+        not i.later_changes_allowed for i in infos)
+    problems = [f"{i.field} ({i.signer}): {i.problem}" if len(infos) > 1 else i.problem
+                for i in infos if i.problem]
+    if evidence is not None and not evidence.ok:
+        problems.append(f"embedded evidence: {evidence.summary}")
+    signers_text = "; ".join(f"signed by {i.signer} at {_when(i.signed_at)}"
+                             + (f" (timestamp {_when(i.timestamp)})" if i.timestamp else "")
+                             for i in infos)
+    common = {"intact": intact, "trusted": trusted, "signer": newest.signer,
+              "signed_at": newest.signed_at, "signatures": tuple(infos),
+              "modified_after_signing": modified, "evidence": evidence}
     if problems:
         reason = "; ".join(problems)
-        return VerificationResult(
-            intact=intact,
-            trusted=trusted,
-            valid=False,
-            signer=signer,
-            signed_at=signed_at,
-            summary=reason,
-            error=reason,
-        )
-    return VerificationResult(
-        intact=True,
-        trusted=True,
-        valid=True,
-        signer=signer,
-        signed_at=signed_at,
-        summary=(
-            f"signature intact and trusted; signed by {signer} at {when}; covers whole document"
-        ),
-    )
+        return VerificationResult(valid=False, summary=reason, error=reason, **common)
+    noun = "signature" if len(infos) == 1 else f"{len(infos)} signatures"
+    summary = f"{noun} intact and trusted; {signers_text}; covers whole document"
+    if evidence is not None:
+        summary += f"; {evidence.summary}"
+    return VerificationResult(valid=True, summary=summary, **common)
 
 
 def verify_pdf(
     data: bytes,
     *,
     roots: Sequence[asn1_x509.Certificate] | None = None,
+    extra_roots: Sequence[asn1_x509.Certificate] = (),
+    tsa_roots: Sequence[asn1_x509.Certificate] | None = None,
+    check_evidence: bool = True,
 ) -> VerificationResult:
-    """Check a report's signature against ``roots`` (default: ``trust_roots()``). Never raises."""
+    """Check every signature of a report against ``roots`` (default: ``trust_roots()``) plus
+    ``extra_roots`` (e.g. a customer's certificate), each timestamp token against ``tsa_roots``
+    (default: ``SIGNING_TSA_TRUST_ROOTS``), and the embedded evidence against the embedded
+    summary. Never raises: every problem is in the result."""
     try:
         root_list = list(roots) if roots is not None else trust_roots()
+        tsa_list = list(tsa_roots) if tsa_roots is not None else tsa_trust_roots()
     except SigningSetupError as e:
         return _not_valid(str(e))
+    root_list += list(extra_roots)
     try:
         with _quiet_pyhanko():
-            return _call_sync(_validate, data, root_list)
+            return _call_sync(_validate, data, root_list, tsa_list, check_evidence)
     except Exception as e:  # a verifier answers; it does not crash on hostile input
         return _not_valid(f"signature cannot be checked: {type(e).__name__}: {e}")

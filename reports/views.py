@@ -1,5 +1,11 @@
-"""Report pages: download a signed report (whoever may see its engagement) and verify an
-uploaded PDF (any logged-in user)."""
+"""Report pages: download a signed report (whoever may see its engagement; logged), verify an
+uploaded PDF (any logged-in user), an engagement's reports with their versions and sign-offs,
+and the actions on them: sign off (the vendor's project manager, a customer of the engagement's
+organisation), issue the final report (project managers), upload the customer's certificate and
+a countersigned copy (customers of the organisation, project managers).
+
+Every view finds its object through ``engagements_for(user)`` (404 when not visible) before it
+checks the role (403)."""
 
 from __future__ import annotations
 
@@ -7,33 +13,47 @@ import hashlib
 from datetime import UTC
 from pathlib import Path
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.http import FileResponse, Http404
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from acceptance.pages import gate_title
-from acceptance.permissions import engagements_for
-from reports import forms
-from reports.models import Report
+from acceptance.permissions import Role, engagement_for, engagements_for, has_role
+from reports import forms, services
+from reports.models import Report, SignOff
+from reports.pages import report_page
 from reports.signing import verify_pdf
 
 
 def _visible_reports(user):
-    return Report.objects.filter(decision__gate__engagement__in=engagements_for(user))
+    return Report.objects.filter(engagement__in=engagements_for(user))
+
+
+def _visible_report(user, report_id: int) -> Report:
+    report = (_visible_reports(user).select_related("engagement__customer", "about__gate")
+              .filter(pk=report_id).first())
+    if report is None:
+        raise Http404("no such report")
+    return report
+
+
+def _page_url(engagement_name: str) -> str:
+    return reverse("engagement-reports", args=[engagement_name])
 
 
 @login_required
 @require_GET
 def report_download(request, report_id: int):
     """The signed PDF as stored; 404 when the user may not see its engagement (or it is gone)."""
-    report = _visible_reports(request.user).filter(pk=report_id).first()
-    if report is None:
-        raise Http404("no such report")
+    report = _visible_report(request.user, report_id)
     path = Path(report.path)
     if path.suffix.lower() != ".pdf":
         raise Http404("no such report")
@@ -41,6 +61,7 @@ def report_download(request, report_id: int):
         handle = path.open("rb")
     except OSError:
         raise Http404("the report's file is missing") from None
+    services.download_record(report=report, user=request.user, via="web")
     return FileResponse(handle, as_attachment=True, filename=path.name,
                         content_type="application/pdf")
 
@@ -115,8 +136,15 @@ def _report_verify(request, limit: SizeLimitHandler):
                   status=status)
 
 
+def _customer_roots_for(user) -> list:
+    roots = []
+    for engagement in engagements_for(user).filter(customer_certificates__isnull=False).distinct():
+        roots += services.customer_roots(engagement)
+    return roots
+
+
 def _verification(request, data: bytes, filename: str) -> dict:
-    result = verify_pdf(data)
+    result = verify_pdf(data, extra_roots=_customer_roots_for(request.user))
     verdict, words = _result_words(result)
     sha256 = hashlib.sha256(data).hexdigest()
     known = (_visible_reports(request.user).select_related("decision__gate__engagement")
@@ -128,7 +156,145 @@ def _verification(request, data: bytes, filename: str) -> dict:
         "signed_at": date_format(result.signed_at.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
         if result.signed_at else "—",
         "summary": result.summary, "sha256": sha256,
-        "known": _("This is the %(gate)s report of %(name)s issued here on %(date)s.") % {
-            "gate": gate_title(known.decision.gate), "name": known.decision.gate.engagement.name,
-            "date": date_format(known.signed_at, "Y-m-d")} if known else "",
+        "signatures": [{
+            "field": sig.field, "signer": sig.signer,
+            "signed_at": date_format(sig.signed_at.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
+            if sig.signed_at else "—",
+            "timestamp": date_format(sig.timestamp.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
+            if sig.timestamp else "", "intact": _yes_no(sig.intact),
+            "trusted": _yes_no(sig.trusted),
+            "coverage": _("the whole document") if sig.whole_file else sig.later_changes,
+        } for sig in result.signatures],
+        "modified": _yes_no(result.modified_after_signing),
+        "evidence": result.evidence.summary if result.evidence is not None else "",
+        "evidence_ok": bool(result.evidence is not None and result.evidence.ok),
+        "known": _known_text(known) if known else "",
     }
+
+
+def _known_text(report: Report) -> str:
+    date = date_format(report.signed_at, "Y-m-d")
+    if report.kind == Report.Kind.FINAL:
+        text = _("This is the final acceptance report of %(name)s issued here on %(date)s.") % {
+            "name": report.engagement.name, "date": date}
+    else:
+        text = _("This is the %(gate)s report of %(name)s issued here on %(date)s.") % {
+            "gate": gate_title(report.about.gate), "name": report.engagement.name,
+            "date": date}
+    return f"{text} " + _("Version %(v)s") % {"v": report.version}
+
+
+# --- an engagement's reports, sign-off and countersignature ----------------------------------
+
+
+@login_required
+@require_GET
+def engagement_reports(request, name: str):
+    """Every report version of the engagement, sign-offs, and the visitor's actions."""
+    engagement = engagement_for(request.user, name)
+    return _render_page(request, engagement)
+
+
+def _render_page(request, engagement, *, status: int = 200, **forms_):
+    context = report_page(engagement, request.user)
+    context["signoff_form"] = forms_.get("signoff_form") or forms.SignOffForm()
+    context["certificate_form"] = forms_.get("certificate_form") or forms.CertificateForm()
+    context["countersigned_form"] = (forms_.get("countersigned_form")
+                                     or forms.CountersignedForm())
+    return render(request, "reports/engagement_reports.html", context, status=status)
+
+
+@login_required
+@require_POST
+def report_signoff(request, report_id: int):
+    """Approve the decision of the report's series as the visitor's party."""
+    report = _visible_report(request.user, report_id)
+    if services.signoff_party(request.user, report.engagement) is None:
+        raise PermissionDenied("only the vendor's project manager or a customer of this "
+                               "engagement's organisation may sign off")
+    form = forms.SignOffForm(request.POST)
+    if not form.is_valid():
+        return _render_page(request, report.engagement, signoff_form=form)
+    try:
+        signoff, new = services.signoff_record(report=report, user=request.user,
+                                               comment=form.cleaned_data["comment"])
+    except services.ReportRefused as refusal:
+        messages.error(request, str(refusal))
+    else:
+        party = SignOff.Party(signoff.party).label
+        if new is not None:
+            messages.success(request, _("Signed off as %(party)s. Both parties have approved: "
+                                        "version %(v)s with the sign-off page filled was "
+                                        "issued.") % {"party": party, "v": new.version})
+        else:
+            messages.success(request, _("Signed off as %(party)s; the other party's approval "
+                                        "is awaited.") % {"party": party})
+    return redirect(_page_url(report.engagement.name))
+
+
+@login_required
+@require_POST
+def report_final(request, name: str):
+    """Issue (or re-issue) the final acceptance report: project managers."""
+    engagement = engagement_for(request.user, name)
+    if not has_role(request.user, Role.PROJECT_MANAGER):
+        raise PermissionDenied("only a project manager may issue the final report")
+    try:
+        report = services.final_report_issue(engagement=engagement,
+                                             issued_by=request.user.get_username())
+    except services.ReportRefused as refusal:
+        messages.error(request, str(refusal))
+    else:
+        messages.success(request, _("Final acceptance report version %(v)s issued.")
+                         % {"v": report.version})
+    return redirect(_page_url(name))
+
+
+def _may_countersign(user, engagement) -> bool:
+    return (has_role(user, Role.PROJECT_MANAGER)
+            or services.signoff_party(user, engagement) == SignOff.Party.CUSTOMER)
+
+
+@login_required
+@require_POST
+def report_certificate(request, name: str):
+    """Register the customer's public certificate as the trust anchor of their signatures."""
+    engagement = engagement_for(request.user, name)
+    if not _may_countersign(request.user, engagement):
+        raise PermissionDenied("only the customer of this engagement or a project manager may "
+                               "register the customer's certificate")
+    form = forms.CertificateForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            entry = services.customer_certificate_add(
+                engagement=engagement, pem=form.cleaned_data["certificate"].read(),
+                uploaded_by=request.user.get_username())
+        except services.ReportRefused as refusal:
+            form.add_error("certificate", str(refusal))
+        else:
+            messages.success(request, _("Certificate registered: %(subject)s.")
+                             % {"subject": entry.subject})
+            return redirect(_page_url(name))
+    return _render_page(request, engagement, certificate_form=form)
+
+
+@login_required
+@require_POST
+def report_countersigned(request, report_id: int):
+    """Store the customer's countersigned copy of the latest version as a new version."""
+    report = _visible_report(request.user, report_id)
+    if not _may_countersign(request.user, report.engagement):
+        raise PermissionDenied("only the customer of this engagement or a project manager may "
+                               "upload a countersigned report")
+    form = forms.CountersignedForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            new = services.countersigned_store(report=report, data=form.cleaned_data["pdf"].read(),
+                                               uploaded_by=request.user.get_username())
+        except services.ReportRefused as refusal:
+            form.add_error("pdf", str(refusal))
+        else:
+            messages.success(request, _("Countersigned copy stored as version %(v)s.")
+                             % {"v": new.version})
+            return redirect(_page_url(report.engagement.name))
+    return _render_page(request, report.engagement, countersigned_form=form)

@@ -33,7 +33,9 @@ from acceptance.models import Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
 from gates.services import GateRefused
+from reports.api import ReportActionsMixin, ReportVersionSerializer
 from reports.models import Report
+from reports.services import download_record
 from runners.control import gate_run_cancel
 from runners.live import output_read
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
@@ -432,17 +434,21 @@ class DecisionViewSet(ScopedViewSet):
 
 
 @extend_schema(tags=["reports"])
-@filtered(engagement=("decision__gate__engagement__name", str, "engagement name"),
-          gate=("decision__gate__code__iexact", str, "gate code (G1 … G4)"),
-          decision=("decision_id", int, "decision id"))
-class ReportViewSet(ScopedViewSet):
-    """Signed PDF reports: metadata, and the file through ``…/download/``."""
+@filtered(engagement=("engagement__name", str, "engagement name"),
+          gate=("about__gate__code__iexact", str, "gate code (G1 … G4)"),
+          decision=("about_id", int, "decision id (every version of its report)"),
+          kind=("kind", str, "gate or final"))
+class ReportViewSet(ReportActionsMixin, ScopedViewSet):
+    """Signed PDF reports, every version: metadata, the file through ``…/download/`` (logged),
+    the series through ``…/versions/``, sign-offs through ``…/signoffs/``, the download log
+    through ``…/downloads/`` and the customer's countersigned copy through
+    ``…/countersigned/``."""
 
-    serializer_class = s.ReportSerializer
-    engagement_path = "decision__gate__engagement"
+    serializer_class = ReportVersionSerializer
+    engagement_path = "engagement"
 
     def base_queryset(self):
-        return Report.objects.select_related("decision__gate__engagement").order_by("-id")
+        return Report.objects.select_related("engagement", "about__gate").order_by("-id")
 
     @extend_schema(responses={(200, "application/pdf"): OpenApiTypes.BINARY},
                    summary="the signed PDF")
@@ -456,6 +462,7 @@ class ReportViewSet(ScopedViewSet):
             raise NotFound("the report file is missing on the server") from None
         if hashlib.sha256(data).hexdigest() != report.sha256:
             raise ReportFileMismatch()
+        download_record(report=report, user=request.user, via="api")
         response = HttpResponse(data, content_type="application/pdf")
         response["Content-Disposition"] = f'attachment; filename="{path.name}"'
         response["X-Report-SHA256"] = report.sha256

@@ -78,7 +78,7 @@ def _engagement_reset(name: str) -> None:
         if Engagement.objects.filter(name=name).exists():
             raise server.LabError(f"engagement {name} exists and is not a lab engagement")
         return
-    Report.objects.filter(decision__gate__engagement=existing).delete()
+    Report.objects.filter(engagement=existing).delete()
     Decision.objects.filter(gate__engagement=existing).delete()
     GateRun.objects.filter(gate__engagement=existing).delete()
     credentials = list(Credential.objects.filter(nodes__engagement=existing).distinct())

@@ -63,3 +63,29 @@ def no_configured_signer(settings, signing_dir: Path):
     settings.REPORT_TRUST_ROOTS = []
     settings.SIGNING_DIR = signing_dir
     return settings
+
+
+@pytest.fixture(scope="session")
+def customer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The customer's own CA and signing key (a PKCS#12 on their side, never uploaded)."""
+    directory = tmp_path_factory.mktemp("customer-signing")
+    ensure_dev_signer(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def customer_signer(customer_dir: Path):
+    return load_signer(signing_dir=customer_dir)
+
+
+@pytest.fixture(scope="session")
+def customer_roots(customer_dir: Path):
+    return trust_roots(signing_dir=customer_dir)
+
+
+@pytest.fixture(scope="session")
+def countersigned_g1_pdf(signed_g1_pdf: bytes, customer_signer) -> bytes:
+    from reports.signing import CUSTOMER_SIGNATURE_FIELD
+
+    return sign_pdf(signed_g1_pdf, signer=customer_signer, field_name=CUSTOMER_SIGNATURE_FIELD,
+                    reason="customer countersignature", timestamper=None)

@@ -28,6 +28,7 @@ def _run(node: str, probe: str, command: str, tool: str, minute: int, exit_code:
         sha256=_sha(f"{node} {command}"),
         simulated=True,
         state="succeeded" if exit_code == 0 else "failed",
+        raw_output=f"{node} {command}".encode(),
     )
 
 

@@ -98,8 +98,13 @@ def test_it_verifies_a_signed_report(signed_g1_pdf: bytes, roots):
     assert result.signed_at is not None
     assert abs(datetime.now(UTC) - result.signed_at) < timedelta(minutes=1)
     assert result.summary.startswith("signature intact and trusted; signed by " + DEV_SIGNER_NAME)
-    assert result.summary.endswith("covers whole document")
+    assert "; covers whole document; " in result.summary
+    assert result.summary.endswith("embedded evidence matches: 6 raw outputs hash to the summary")
     assert result.error == ""
+    assert not result.modified_after_signing
+    (only,) = result.signatures
+    assert (only.field, only.signer, only.whole_file, only.timestamp) == (
+        "AcceptanceSignature", DEV_SIGNER_NAME, True, None)
 
 
 def test_it_signs_with_the_configured_dev_signer_by_default(

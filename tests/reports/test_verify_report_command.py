@@ -27,7 +27,7 @@ def test_it_accepts_a_valid_report(signed_file: Path, no_configured_signer):
     code, out = _verify(signed_file)
     assert code == 0
     assert out.startswith(f"valid: signature intact and trusted; signed by {DEV_SIGNER_NAME} at ")
-    assert out.strip().endswith("covers whole document")
+    assert "covers whole document; embedded evidence matches: 6 raw outputs" in out
 
 
 def test_it_rejects_a_changed_report(signed_file: Path, no_configured_signer):

@@ -40,6 +40,12 @@ URLS = [
     Url("gate-accept-review", "get", ("pm",), forbidden=("engineer", "customer_a")),
     Url("report-download", "get", ("pm", "engineer", "customer_a")),
     Url("report-verify", "get", ("pm", "engineer", "customer_a"), own_scope=True),
+    Url("engagement-reports", "get", ("pm", "engineer", "customer_a")),
+    Url("report-signoff", "post", ("pm", "customer_a"), forbidden=("engineer",),
+        data={"comment": "approved"}),
+    Url("report-final", "post", ("pm",), forbidden=("engineer", "customer_a")),
+    Url("report-certificate", "post", ("pm", "customer_a"), forbidden=("engineer",)),
+    Url("report-countersigned", "post", ("pm", "customer_a"), forbidden=("engineer",)),
 ]
 BY_NAME = {u.name: u for u in URLS}
 
@@ -61,6 +67,11 @@ def url_of(name: str, world) -> str:
         "engagement-reopen": [engagement],
         "gate-accept-review": [engagement, "G3"],
         "report-download": [world["report"].id],
+        "engagement-reports": [engagement],
+        "report-signoff": [world["report"].id],
+        "report-final": [engagement],
+        "report-certificate": [engagement],
+        "report-countersigned": [world["report"].id],
     }.get(name, [])
     return reverse(name, args=args)
 
@@ -131,7 +142,7 @@ def test_a_role_that_may_not_act_is_refused_and_nothing_changes(client, world, r
 
 
 @pytest.mark.parametrize("name", ["home", "dashboard", "portal", "engagement-detail",
-                                  "report-download"])
+                                  "report-download", "engagement-reports"])
 def test_a_person_without_a_role_sees_nothing(client, world, nobody, name):
     client.force_login(nobody)
     response = client.get(url_of(name, world))
