@@ -47,6 +47,7 @@ from reports.render import django_language, render_gate_report_pdf
 from reports.signing import sign_pdf, verify_pdf
 from runners.models import GateRun
 from runners.probes import PROBES
+from runners.services import evidence_probe_runs
 from runners.templatetags.units import measurement_text
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
@@ -92,7 +93,9 @@ def _section(decision: Decision) -> GateSection:
         for v in decision.verdicts.all()
     ]
     runs = []
-    for run in gate_run.probe_runs.select_related("node").order_by("started_at", "id"):
+    # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
+    for run in (evidence_probe_runs(gate_run).select_related("node")
+                .order_by("started_at", "id")):
         raw = bytes(run.stdout)
         runs.append(EvidenceRow(
             node=run.node.name if run.node else "service", probe=run.probe,

@@ -109,3 +109,12 @@ def test_it_re_runs_the_unreachable_node_alone_and_decides_over_all_nodes(lab, p
     assert sorted((m["node"], m["gate_run"]) for m in figures) == [
         ("lab-inference-1", first.id), ("lab-inference-2", second.id),
         ("lab-inference-3", first.id)]
+    # The signed report's evidence appendix lists every run the decision rests on: the
+    # re-run node's new runs and the other nodes' runs carried from attempt #1.
+    from reports.services import report_context
+
+    appendix = [(row.node, row.sha256) for row in report_context(decision).runs
+                if row.node.startswith("lab-inference")]
+    expected = evidence.filter(node__name__startswith="lab-inference")
+    assert sorted(appendix) == sorted(expected.values_list("node__name", "stdout_sha256"))
+    assert len(appendix) == 9
