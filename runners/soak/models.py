@@ -139,6 +139,8 @@ class SoakAgent(models.Model):
     pid = models.IntegerField(null=True, blank=True)
     command = models.TextField(blank=True)
     tool_version = models.CharField(max_length=200, blank=True)
+    simulated = models.BooleanField(default=False,
+                                    help_text="the node's vLLM is a lab stand-in")
     offsets = models.JSONField(default=dict, blank=True)
     golden = models.JSONField(default=dict, blank=True,
                               help_text="prompt id → known-good text, recorded before the soak")

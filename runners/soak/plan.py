@@ -35,8 +35,9 @@ Shape (every key required unless marked optional)::
 fault's ``inject`` / ``heal`` are the array vendor's commands as argument lists in which the
 token ``{drive}`` stands for the target drive (RUNBOOK §5.3: no standard host command pulls a
 drive inside an array; ``None`` until the vendor's command is known, and a soak refuses to
-start then). The steady-state *bounds* are G4's criteria (``gates.defaults``: error rate,
-completion gap, TTFT p99 and throughput against the pre-fault baseline, correctness), editable
+start then); optional ``status``, a command printing ``{"drives_out": [...]}`` JSON, lets the
+service verify the heal. The steady-state *bounds* are G4's criteria (``gates.defaults``: error
+rate, completion gap, TTFT p99 and throughput against the pre-fault baseline, correctness), editable
 per engagement with an audit trail like every threshold.
 """
 
@@ -121,7 +122,7 @@ def plan_validate(plan: Any) -> dict:
     plan = copy.deepcopy(plan)
     duration = _number(plan, "duration_s", 60, 30 * 24 * 3600)
     factor = _number(plan, "time_compression", 1, 1_000_000)
-    sampling = _number(plan, "sampling_s", 1, 3600)
+    sampling = _number(plan, "sampling_s", 1, 24 * 3600)
     load = plan.get("load")
     if not isinstance(load, dict):
         raise SoakPlanError("soak plan: load must be an object")
@@ -207,6 +208,7 @@ def plan_validate(plan: Any) -> dict:
                                     f"0 … 1023, not {drive!r}")
             fault["inject"] = _argv(fault.get("inject"), f"{where}.inject")
             fault["heal"] = _argv(fault.get("heal"), f"{where}.heal")
+            fault["status"] = _argv(fault.get("status"), f"{where}.status")
         else:
             if target.get("interface") is not None:
                 _text(target["interface"], f"{where}.target.interface", INTERFACE,
@@ -215,7 +217,7 @@ def plan_validate(plan: Any) -> dict:
                 _text(target["netns"], f"{where}.target.netns", NETNS, "a network namespace")
         spans.append((start, start + length, name))
     spans.sort()
-    for (s1, e1, n1), (s2, _e2, n2) in zip(spans, spans[1:], strict=False):
+    for (_s1, e1, n1), (s2, _e2, n2) in zip(spans, spans[1:], strict=False):
         if s2 < e1:
             raise SoakPlanError(f"soak plan: faults {n1} and {n2} overlap (a single fault at a "
                                 f"time, DOMAIN.md G4)")
