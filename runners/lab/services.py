@@ -297,9 +297,29 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+def _stop_sessions(directory: Path) -> int:
+    """Stop what sessions on this lab node left running detached (a soak's agent, an armed
+    heal timer): processes whose environment names this node's scenario file."""
+    marker = f"ACCEPTANCE_LAB_SCENARIO={directory / 'scenario.json'}".encode()
+    stopped = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if marker not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            os.kill(int(proc.name), signal.SIGKILL)
+            stopped += 1
+        except OSError:
+            continue
+    return stopped
+
+
 def _stop_one(directory: Path) -> bool:
     _stop_engines(directory)
-    return server.server_stop(directory)
+    stopped = server.server_stop(directory)
+    _stop_sessions(directory)
+    return stopped
 
 
 def _stop_tree(root: Path) -> list[str]:

@@ -747,7 +747,8 @@ def _loop(soak: Soak, nodes: _Nodes, token: str) -> None:
             return
         if soak.abort_requested_at or cancel_requested(soak.gate_run_id):
             who = soak.abort_requested_by or soak.gate_run.cancel_requested_by or "?"
-            _abort(soak, nodes, f"aborted by {who}: {soak.abort_reason or 'run cancelled'}")
+            _abort(soak, nodes, f"aborted by {who}: {soak.abort_reason or 'run cancelled'}",
+                   actor=who)
             return
         if _now() > deadline:
             _abort(soak, nodes, f"timeout: the soak did not finish by {deadline:%H:%M:%S} UTC")
@@ -774,7 +775,8 @@ def _loop(soak: Soak, nodes: _Nodes, token: str) -> None:
     soak_evaluate(soak=soak)
 
 
-def _abort(soak: Soak, nodes: _Nodes, reason: str, *, failed: bool = False) -> None:
+def _abort(soak: Soak, nodes: _Nodes, reason: str, *, failed: bool = False,
+           actor: str = "") -> None:
     """Heal every fault still on (service heal, timer disarmed), stop the agents, collect the
     last bytes, and end the soak and its gate run with ``reason`` (no decision)."""
     for fault in soak.faults.select_related("node__credential", "node__array").filter(
@@ -804,6 +806,9 @@ def _abort(soak: Soak, nodes: _Nodes, reason: str, *, failed: bool = False) -> N
         GateRun.State.RUNNING, GateRun.State.EVALUATING]).update(
         state=GateRun.State.FAILED if failed else GateRun.State.CANCELLED, error=reason,
         finished_at=_now())
+    if actor:
+        GateRun.objects.filter(id=soak.gate_run_id, cancel_requested_at__isnull=True).update(
+            cancel_requested_at=_now(), cancel_requested_by=actor)
 
 
 # --- engineer's actions ------------------------------------------------------------------
@@ -884,7 +889,7 @@ def soak_abort(*, soak: Soak, actor: str, reason: str, wait_s: float = 30.0) -> 
         Soak.objects.filter(id=soak.id).update(driver_token=token)
         nodes = _Nodes()
         try:
-            _abort(soak, nodes, f"aborted by {actor}: {reason.strip()}")
+            _abort(soak, nodes, f"aborted by {actor}: {reason.strip()}", actor=actor)
         finally:
             nodes.close()
         soak.refresh_from_db()
