@@ -40,9 +40,10 @@ def context(node):
 def engine_answers(engagement) -> int:
     url = g4(engagement).probe_plan[0]["soak"]["load"]["base_url"] + "/v1/completions"
     body = json.dumps({"prompt": "are you there?", "max_tokens": 4}).encode()
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(  # noqa: S310 (the lab engine on loopback)
+        url, data=body, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
             return response.status
     except urllib.error.HTTPError as error:
         return error.code
