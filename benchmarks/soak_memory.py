@@ -8,8 +8,8 @@ hour-equivalent (``seconds`` ÷ 72 real seconds) after the load started. Value: 
 from then until the load ended (the agent's last window collected). Target: ratio ≤ 1.10 ("no
 growth beyond 10 % after the first hour-equivalent"). Also printed, for information, the RSS
 after the decision (same anchor): evaluating and issuing the signed PDF loads WeasyPrint and
-pyHanko once into the worker, a step after the soak, not a growth during it. One JSON line per figure:
-``{"name", "value", "unit", "anchor", "ratio"}``, medians over ``--runs`` soaks.
+pyHanko once into the worker, a step after the soak, not a growth during it. One JSON line
+per figure: ``{"name", "value", "unit", "anchor", "ratio"}``, medians over ``--runs`` soaks.
 
 The worker is a real ``celery worker --pool=solo`` subprocess on Redis (``--broker``, default
 ``$TEST_REDIS_URL`` or redis://127.0.0.1:6379/12; the database is flushed). Without a Redis the
