@@ -4,27 +4,32 @@
 ``pause --reason``, ``resume`` and ``abort --reason`` act on the soak of the engagement's
 latest G4 run (abort heals every fault on first); ``mark-target NODE KIND TARGET --confirm
 TEXT`` marks a fault-injection target (the confirmation must name node and target);
-``recover`` re-attaches soaks whose worker died. Exit 0 done, 1 with ``CommandError`` on bad
-input or a refused action.
+``recover`` re-attaches soaks whose worker died; ``plan`` prints the engagement's soak plan
+(JSON). Exit 0 done, 1 with ``CommandError`` on bad input or a refused action.
 """
 
 import getpass
+import json
 
 from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.models import Engagement
 from runners.soak import queries
 from runners.soak.models import Soak
+from runners.soak.plan import plan_sha256
 from runners.soak.services import (
+    SoakRefused,
     fault_target_mark,
+    gate_is_soak,
     soak_abort,
     soak_pause,
+    soak_plan_of,
     soak_recover,
     soak_resume,
 )
 from runners.transport import TransportError
 
-ACTIONS = ("status", "pause", "resume", "abort", "mark-target", "recover")
+ACTIONS = ("status", "pause", "resume", "abort", "mark-target", "recover", "plan")
 
 
 class Command(BaseCommand):
@@ -49,6 +54,17 @@ class Command(BaseCommand):
         found = Engagement.objects.filter(name=engagement).first()
         if found is None:
             raise CommandError(f"no engagement named {engagement!r}")
+        if action == "plan":
+            gate = next((g for g in found.gates.all() if gate_is_soak(g)), None)
+            if gate is None:
+                raise CommandError(f"engagement {found.name} has no soak gate")
+            try:
+                plan = soak_plan_of(gate)
+            except (ValueError, SoakRefused) as error:
+                raise CommandError(str(error)) from None
+            self.stdout.write(json.dumps(plan, indent=1))
+            self.stdout.write(f"sha256 {plan_sha256(plan)}")
+            return
         if action == "mark-target":
             if len(extra) != 3:
                 raise CommandError("mark-target needs NODE KIND TARGET, e.g. lab-inference-1 "
