@@ -106,15 +106,24 @@ def _value_text(key: str, value: float | None, unit: str) -> str:
 
 def correctness_latest(soak: Soak) -> list[dict]:
     """Each correctness prompt's latest answer, per node: ``[{"node", "prompt", "result"
-    ("exact" | "diverges at token k" | "error: …"), "mismatch" (bool), "at"}]``."""
+    ("exact" | "diverges at token k" | "error: …"), "mismatch" (bool), "at",
+    "last_mismatch" (the latest non-exact result, "" when none), "last_mismatch_at"}]``."""
     latest: dict[tuple[str, str], Measurement] = {}
+    wrong: dict[tuple[str, str], Measurement] = {}
     rows = Measurement.objects.filter(gate_run_id=soak.gate_run_id, metric="probe_mismatches",
                                       derived=False).select_related("node").order_by(
         "sampled_at", "id")
     for m in rows:
-        latest[(m.node.name if m.node else "", m.labels.get("prompt", ""))] = m
+        key = (m.node.name if m.node else "", m.labels.get("prompt", ""))
+        latest[key] = m
+        if m.value > 0:
+            wrong[key] = m
     return [{"node": node, "prompt": prompt, "result": m.labels.get("result", ""),
-             "mismatch": m.value > 0, "at": m.sampled_at}
+             "mismatch": m.value > 0, "at": m.sampled_at,
+             "last_mismatch": wrong[(node, prompt)].labels.get("result", "")
+             if (node, prompt) in wrong else "",
+             "last_mismatch_at": wrong[(node, prompt)].sampled_at
+             if (node, prompt) in wrong else None}
             for (node, prompt), m in sorted(latest.items())]
 
 
