@@ -108,6 +108,8 @@ def series_svg(series: dict, *, title: str, axis: Axis, gaps: list[dict] = (),
         top_value = 1.0
     step = _nice_step(top_value * 1.1, 4)
     y_max = step * (int(top_value * 1.1 / step) + 1)
+    if series["unit"] == "ratio" and top_value <= 100.0 < y_max:
+        step, y_max = 25.0, 100.0  # a ratio tops out at 100 %
 
     def y_of(value: float) -> float:
         return TOP + plot_h - min(max(value * scale, 0.0), y_max) / y_max * plot_h

@@ -37,10 +37,10 @@ OVER = (Soak.State.DONE, Soak.State.ABORTED, Soak.State.FAILED)
 
 #: The charts of the page and the report: (metric, title, criterion key of its bound).
 CHARTS = (
-    ("ttft_p99", "TTFT p99", "ttft-p99"),
-    ("output_throughput", "Output throughput", "throughput"),
-    ("request_error_rate", "Request error rate", "error-rate"),
-    ("completion_gap_max", "Longest gap between completions", "no-interruption"),
+    ("ttft_p99", _lazy("TTFT p99"), "ttft-p99"),
+    ("output_throughput", _lazy("Output throughput"), "throughput"),
+    ("request_error_rate", _lazy("Request error rate"), "error-rate"),
+    ("completion_gap_max", _lazy("Longest gap between completions"), "no-interruption"),
 )
 
 
@@ -144,7 +144,8 @@ def check_rows(soak: Soak) -> list[dict]:
                 "req": f"{spec.operator} {spec.threshold * 100:+g} %"}
         elif spec.unit == "ratio":
             requirement = f"{spec.operator} {spec.threshold * 100:g} %"
-        rows.append({"key": key, "label": labels.get(key, key), "requirement": requirement,
+        rows.append({"key": key, "label": labels.get(key, key),
+                     "name": str(CHECK_NAME.get(key, key)), "requirement": requirement,
                      "state": state.get("state") or "waiting", "value": state.get("value"),
                      "unit": spec.unit,
                      "value_text": _value_text(key, state.get("value"), spec.unit),
@@ -185,6 +186,7 @@ def soak_charts(soak: Soak, *, simulated: bool | None = None, width: int = chart
     count = int(soak.plan["steady_state"]["baseline_windows"])
     out = []
     for metric, title, key in CHARTS:
+        title = str(title)
         series = queries.soak_series(soak, metric)
         values = [p["value"] for p in series["points"]][:count]
         baseline = statistics.median(values) if values else None
@@ -241,6 +243,9 @@ def fault_table(soak: Soak) -> list[dict]:
     return out
 
 
+CHECK_NAME = {"error-rate": _lazy("Error rate"), "no-interruption": _lazy("No interruption"),
+              "ttft-p99": _lazy("TTFT p99"), "throughput": _lazy("Throughput"),
+              "correctness": _lazy("Correct answers")}
 CHECK_SHORT = {"error-rate": _lazy("error rate"), "no-interruption": _lazy("completion gap"),
                "ttft-p99": _lazy("TTFT p99"), "throughput": _lazy("throughput"),
                "correctness": _lazy("correctness")}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext as _
+
 from gates.models import Decision
 from runners.soak import presentation, queries
 from runners.soak.models import Soak
@@ -112,7 +114,9 @@ def _phase(checks: list[dict]) -> tuple[PhaseCheck, ...]:
 
 
 def soak_report_section(decision: Decision) -> SoakReportSection | None:
-    """The soak section of ``decision``'s report, or None when its gate run is not a soak."""
+    """The soak section of ``decision``'s report, or None when its gate run is not a soak.
+    Texts are in the active language: build it under ``translation.override`` for a zh
+    report (criterion descriptions are data and stay as recorded)."""
     soak = Soak.objects.filter(gate_run_id=decision.gate_run_id).select_related(
         "gate_run__gate__engagement").first()
     if soak is None:
@@ -128,10 +132,11 @@ def soak_report_section(decision: Decision) -> SoakReportSection | None:
     for row in presentation.fault_table(soak):
         heal = "—"
         if row["heal_armed_at"]:
-            heal = (f"armed {row['heal_armed_at']:%H:%M:%S} UTC on {row['node']} "
-                    f"({row['heal_method']})")
+            heal = _("armed %(at)s UTC on %(node)s (%(method)s)") % {
+                "at": f"{row['heal_armed_at']:%H:%M:%S}", "node": row["node"],
+                "method": row["heal_method"]}
             if row["heal_how"]:
-                heal += f"; healed by {row['heal_how']}"
+                heal += "; " + _("healed by %(how)s") % {"how": row["heal_how"]}
         faults.append(FaultRow(
             name=row["name"], kind=row["kind"], node=row["node"], target=row["target_text"],
             injected_at=presentation.when_text(row["injected_at"]),
@@ -139,17 +144,18 @@ def soak_report_section(decision: Decision) -> SoakReportSection | None:
             heal=heal, before=_phase(row["checks"]["before"]),
             during=_phase(row["checks"]["during"]), after=_phase(row["checks"]["after"]),
             verdict=row["verdict"], matrix=tuple(row["matrix"])))
-    gaps = tuple(GapRow(g["node"] or "every node", presentation.when_text(g["started_at"]),
+    gaps = tuple(GapRow(g["node"] or _("every node"), presentation.when_text(g["started_at"]),
                         presentation.when_text(g["ended_at"]), g["seconds"], g["reason"])
                  for g in queries.soak_gaps(soak))
     checks = tuple(CheckRow(c["key"], c["label"], c["requirement"], c["state"],
                             c["value_text"]) for c in presentation.check_rows(soak))
     notes = []
     if soak.time_compression > 1:
-        notes.append(f"Time compressed ×{soak.time_compression:g}: the plan's "
-                     f"{presentation.duration_text(progress['plan_duration_s'])} ran in "
-                     f"{presentation.duration_text(progress['duration_s'])} of real time; chart "
-                     f"axes show plan time.")
+        notes.append(_("Time compressed ×%(f)s: the plan's %(plan)s ran in %(real)s of real "
+                       "time; chart axes show plan time.") % {
+            "f": f"{soak.time_compression:g}",
+            "plan": presentation.duration_text(progress["plan_duration_s"]),
+            "real": presentation.duration_text(progress["duration_s"])})
     return SoakReportSection(
         engagement=soak.gate_run.gate.engagement.name, gate=soak.gate_run.gate.code,
         attempt=soak.gate_run.attempt, state=soak.state, simulated=simulated,

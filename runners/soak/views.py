@@ -80,10 +80,14 @@ def _soak_context(request, soak: Soak) -> dict:
     is_engineer = has_role(request.user, Role.ENGINEER)
     gate = soak.gate_run.gate
     active = soak.state in Soak.ACTIVE and soak.abort_requested_at is None
+    # The actions sit outside the polled fragment (a reason being typed must survive a poll);
+    # the fragment replaces them only when what they depend on changed since the last poll.
+    actions_key = f"{soak.state}-{int(soak.abort_requested_at is not None)}"
     return {
         **view, "gate": gate, "engagement": gate.engagement, "run": soak.gate_run,
         "polling": not view["over"],
-        "live_url": reverse("soak-live", args=[soak.id]),
+        "live_url": reverse("soak-live", args=[soak.id]) + f"?seen={actions_key}",
+        "refresh_actions": request.GET.get("seen") != actions_key,
         "plan_url": reverse("soak-plan", args=[gate.engagement.name, gate.code]),
         "can_pause": is_engineer and soak.state == Soak.State.RUNNING and active,
         "can_resume": is_engineer and soak.state == Soak.State.PAUSED and active,

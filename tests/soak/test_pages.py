@@ -42,7 +42,7 @@ def test_it_shows_a_running_soak_with_progress_checks_charts_faults_gaps_and_eve
     assert ">18 s</strong> of <strong>30 s</strong>" in html and "compressed ×8640" in html
     assert 'id="soak-state">running<' in html and "SIMULATED EVIDENCE" in html
     # Live: polls its fragment while running.
-    assert f'hx-get="{reverse("soak-live", args=[soak.id])}"' in html
+    assert f'hx-get="{reverse("soak-live", args=[soak.id])}?seen=running-0"' in html
     # Checks: the error rate failed during the drive fault, the rest holds; correctness shows
     # the diverging answer.
     assert 'class="check fail" data-check="error-rate"' in html and "18.75 %" in html
@@ -77,6 +77,9 @@ def test_a_finished_soak_stops_polling_and_shows_the_decision(people):
     assert 'id="soak-decision"' in html and "G4 Stability and acceptance: stopped." in html
     assert "in fault window drive-out, during" in html
     assert 'id="soak-pause"' not in html and 'id="soak-abort"' not in html
+    # The actions outside the fragment are replaced when the state changed since the last poll.
+    running = people.engineer.client.get(reverse("soak-live", args=[soak.id]) + "?seen=done-0")
+    assert b"soak-actions" not in running.content
     live = people.engineer.client.get(reverse("soak-live", args=[soak.id])).content.decode()
     assert live.startswith('<div id="soak-live" data-state="done">')
     assert '<div id="soak-actions" hx-swap-oob="true"' in live  # actions cleared live

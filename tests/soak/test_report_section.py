@@ -105,7 +105,17 @@ def test_it_renders_into_a_pdf_in_english_with_the_table_and_the_charts(db, tmp_
 @needs_poppler
 def test_it_renders_in_chinese_with_cjk_glyphs(db, tmp_path):
     soak = recorded_soak()
-    section = soak_report_section(decide(soak, outcome="passed", sentence="G4 passed."))
-    text = text_of(pdf_of(section, lang="zh"), tmp_path)
+    decision = decide(soak, outcome="passed", sentence="G4 passed.")
+    with translation.override("zh-hans"):
+        section = soak_report_section(decision)
+    pdf = pdf_of(section, lang="zh")
+    if shutil.which("pdftoppm"):
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        (SHOTS / "g4-soak-section-zh.pdf").write_bytes(pdf)
+        subprocess.run(["pdftoppm", "-png", "-r", "70", "-f", "1", "-l", "1",
+                        str(SHOTS / "g4-soak-section-zh.pdf"), str(SHOTS / "g4-soak-section-zh")],
+                       check=True)
+    text = text_of(pdf, tmp_path)
     assert "G4 浸泡测试" in text  # the translated heading, real glyphs (not empty boxes)
     assert soak.plan_sha256 in text and "drive-out" in text
+    assert "时间压缩 ×8640" in " ".join(text.split())  # texts built in the report's language
