@@ -147,6 +147,7 @@ def test_an_engineer_watches_a_compressed_soak_live_to_its_decision(site, browse
     page.goto(f"{url}/engagements/lab-soak-drive-impact/gates/G4/soak/")
     assert "fault targets" in page.inner_text("main").lower()
     assert "drive_out" in page.inner_text("#fault-targets")  # marked by the lab, confirmed
+    page.screenshot(path=str(SHOTS / "soak-plan-1280.png"), full_page=True)
 
     driver = start(env, "run_gate", "lab-soak-drive-impact", "G4", "--timeout", "240")
     processes.append(driver)
