@@ -22,7 +22,7 @@ from datetime import datetime
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
 from gates import evaluation
 from gates.services import criterion_spec
@@ -37,26 +37,27 @@ OVER = (Soak.State.DONE, Soak.State.ABORTED, Soak.State.FAILED)
 
 #: The charts of the page and the report: (metric, title, criterion key of its bound).
 CHARTS = (
-    ("ttft_p99", _lazy("TTFT p99"), "ttft-p99"),
-    ("output_throughput", _lazy("Output throughput"), "throughput"),
-    ("request_error_rate", _lazy("Request error rate"), "error-rate"),
-    ("completion_gap_max", _lazy("Longest gap between completions"), "no-interruption"),
+    ("ttft_p99", gettext_lazy("TTFT p99"), "ttft-p99"),
+    ("output_throughput", gettext_lazy("Output throughput"), "throughput"),
+    ("request_error_rate", gettext_lazy("Request error rate"), "error-rate"),
+    ("completion_gap_max", gettext_lazy("Longest gap between completions"), "no-interruption"),
 )
 
 
 STATE_TEXT = {
-    Soak.State.STARTING: _lazy("starting"),
-    Soak.State.RUNNING: _lazy("running"),
-    Soak.State.PAUSED: _lazy("paused"),
-    Soak.State.COLLECTING: _lazy("collecting the last samples"),
-    Soak.State.EVALUATING: _lazy("evaluating"),
-    Soak.State.DONE: _lazy("done"),
-    Soak.State.ABORTED: _lazy("aborted"),
-    Soak.State.FAILED: _lazy("failed: no decision"),
+    Soak.State.STARTING: gettext_lazy("starting"),
+    Soak.State.RUNNING: gettext_lazy("running"),
+    Soak.State.PAUSED: gettext_lazy("paused"),
+    Soak.State.COLLECTING: gettext_lazy("collecting the last samples"),
+    Soak.State.EVALUATING: gettext_lazy("evaluating"),
+    Soak.State.DONE: gettext_lazy("done"),
+    Soak.State.ABORTED: gettext_lazy("aborted"),
+    Soak.State.FAILED: gettext_lazy("failed: no decision"),
 }
 
 
-PHASE_TEXT = {"before": _lazy("before"), "during": _lazy("during"), "after": _lazy("after")}
+PHASE_TEXT = {"before": gettext_lazy("before"), "during": gettext_lazy("during"),
+              "after": gettext_lazy("after")}
 
 
 def state_text(state: str) -> str:
@@ -223,7 +224,7 @@ def fault_table(soak: Soak) -> list[dict]:
                   if window["injected_at"] and window["healed_at"] else None)
         verdict = row["verdict"]
         if window["injected_at"] is None and row["state"] in ("planned", "armed"):
-            verdict = str(_lazy("not yet"))
+            verdict = str(gettext_lazy("not yet"))
         out.append({"name": row["name"], "kind": row["kind"], "node": row["node"],
                     "target_text": _target_text(row["kind"], window["target"]),
                     "state": row["state"], "planned_start": window["planned_start"],
@@ -243,12 +244,14 @@ def fault_table(soak: Soak) -> list[dict]:
     return out
 
 
-CHECK_NAME = {"error-rate": _lazy("Error rate"), "no-interruption": _lazy("No interruption"),
-              "ttft-p99": _lazy("TTFT p99"), "throughput": _lazy("Throughput"),
-              "correctness": _lazy("Correct answers")}
-CHECK_SHORT = {"error-rate": _lazy("error rate"), "no-interruption": _lazy("completion gap"),
-               "ttft-p99": _lazy("TTFT p99"), "throughput": _lazy("throughput"),
-               "correctness": _lazy("correctness")}
+CHECK_NAME = {"error-rate": gettext_lazy("Error rate"),
+              "no-interruption": gettext_lazy("No interruption"),
+              "ttft-p99": gettext_lazy("TTFT p99"), "throughput": gettext_lazy("Throughput"),
+              "correctness": gettext_lazy("Correct answers")}
+CHECK_SHORT = {"error-rate": gettext_lazy("error rate"),
+               "no-interruption": gettext_lazy("completion gap"),
+               "ttft-p99": gettext_lazy("TTFT p99"), "throughput": gettext_lazy("throughput"),
+               "correctness": gettext_lazy("correctness")}
 
 
 def _matrix(checks: dict[str, list[dict]]) -> list[dict]:

@@ -20,8 +20,10 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from acceptance.celery import app as celery_app
 from acceptance.permissions import Role, engagement_for, has_role
 from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
@@ -42,6 +44,10 @@ from runners.soak.services import (
 from runners.transport import TransportError
 
 ABORT_WAIT_S = 5.0  # the page waits this long for the driver to heal and stop; the rest settles
+NO_WORKERS = gettext_lazy(
+    "Soaks start from this page only when Celery workers run (CELERY_BROKER_URL set): without "
+    "them the soak would run inside this web request. Start it with manage.py run_gate "
+    "%(name)s %(code)s instead.")
 
 
 def _require_engineer(user) -> None:
@@ -174,6 +180,12 @@ def soak_abort_view(request, soak_id: int):
     return _action_done(request, soak)
 
 
+def _eager() -> bool:
+    """True when Celery runs tasks in the calling process (no broker): a soak's driver would
+    then run for the whole soak inside the web request that started it."""
+    return bool(celery_app.conf.task_always_eager)
+
+
 # --- the soak plan page -------------------------------------------------------------------
 
 
@@ -214,7 +226,10 @@ def _plan_context(request, gate: Gate, *, target_form: FaultTargetForm | None = 
         "plan_summary": presentation.plan_summary(plan) if not plan_error else [],
         "targets": targets, "soaks": soaks, "audit": audit,
         "can_edit": has_role(request.user, Role.PROJECT_MANAGER, Role.ENGINEER),
-        "can_mark": is_engineer, "can_start": is_engineer and not refusal and not plan_error,
+        "can_mark": is_engineer,
+        "can_start": is_engineer and not refusal and not plan_error and not _eager(),
+        "no_workers": str(NO_WORKERS) % {"name": engagement.name, "code": gate.code}
+        if is_engineer and _eager() else "",
         "refusal": refusal, "simulated": engagement.is_lab,
         "target_form": target_form or FaultTargetForm(nodes=nodes),
         "engagement_url": f"/engagements/{engagement.name}/",
@@ -291,6 +306,10 @@ def soak_target_mark(request, name: str, code: str):
 def soak_start_view(request, name: str, code: str):
     _require_engineer(request.user)
     gate = _soak_gate(request.user, name, code)
+    if _eager():
+        messages.error(request, _("Not started, nothing was created: %(reason)s") % {
+            "reason": str(NO_WORKERS) % {"name": gate.engagement.name, "code": gate.code}})
+        return redirect("soak-plan", name=gate.engagement.name, code=gate.code)
     try:
         gate_run = soak_start(gate=gate, started_by=request.user.get_username())
     except (GateRefused, SoakPlanError) as refusal:

@@ -203,3 +203,17 @@ def test_the_engagement_page_links_the_soak_gate_only(people):
     assert reverse("soak-plan", args=["acme-soak", "G2"]) not in html
     response = people.customer.client.get(reverse("soak-plan", args=["acme-soak", "G2"]))
     assert response.status_code == 404  # not a soak gate
+
+
+def test_without_workers_a_soak_is_not_started_from_the_web(people):
+    """Eager Celery (no broker) would drive the whole soak inside the request: refused, with
+    the command that starts it instead."""
+    soak = recorded_soak()
+    GateRun.objects.filter(id=soak.gate_run_id).update(state="done")
+    Soak.objects.filter(id=soak.id).update(state="done")
+    plan = people.engineer.client.get(reverse("soak-plan", args=["acme-soak", "G4"])).content
+    assert b'id="soak-start"' not in plan and b"manage.py run_gate acme-soak G4" in plan
+    response = people.engineer.client.post(reverse("soak-start", args=["acme-soak", "G4"]),
+                                           follow=True)
+    assert "Not started, nothing was created" in response.content.decode()
+    assert GateRun.objects.count() == 1
