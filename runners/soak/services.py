@@ -667,19 +667,40 @@ def _fault_watch(soak: Soak, fault: FaultWindow, nodes: _Nodes, length_s: float)
                         f"after the window's end ({state})")
 
 
-def _faults_tick(soak: Soak, nodes: _Nodes) -> None:
+def _fault_settle_armed(soak: Soak, fault: FaultWindow, nodes: _Nodes) -> None:
+    """A fault left armed but not known injected (the node went away between the two, or the
+    worker died): the target's state says whether the inject happened."""
+    healthy, found = _fault_verify_healed(soak, fault, nodes)
+    if healthy:
+        _run_checked(nodes, fault.node, commands.disarm_command(fault.heal_token,
+                                                                sudo=fault.node.use_sudo))
+        return _fault_end(soak, fault, FaultWindow.State.FAILED,
+                          f"armed but not injected (the target is healthy: {found})")
+    fault.injected_at = fault.heal_verified_at or _now()
+    fault.state = FaultWindow.State.INJECTED
+    fault.error = "injected while the service lost track; start taken as the heal's arming"
+    fault.save(update_fields=["injected_at", "state", "error"])
+    _event(soak, "fault injected", f"{fault.name}: found injected ({found})", fault=fault)
+
+
+def _faults_tick(soak: Soak, nodes: _Nodes, *, start_new: bool = True) -> None:
+    """Inject the faults that are due (unless ``start_new`` is False: paused) and watch those
+    on until healed."""
     elapsed = _loaded_s(soak)
     for fault in soak.faults.select_related("node__credential", "node__array").filter(
-            state__in=[FaultWindow.State.PLANNED, FaultWindow.State.INJECTED]):
+            state__in=[FaultWindow.State.PLANNED, FaultWindow.State.ARMED,
+                       FaultWindow.State.INJECTED]):
         start, length = real_s(soak.plan, fault.start_s), real_s(soak.plan, fault.duration_s)
         try:
-            if fault.state == FaultWindow.State.PLANNED and elapsed >= start:
+            if fault.state == FaultWindow.State.PLANNED and start_new and elapsed >= start:
                 if elapsed > start + length / 2:
                     _fault_end(soak, fault, FaultWindow.State.MISSED,
                                f"the service was not attached when it was due ({elapsed:.3g} s "
                                f"of load, due at {start:.3g} s)")
                 else:
                     _fault_inject(soak, fault, nodes, length - (elapsed - start))
+            elif fault.state == FaultWindow.State.ARMED:
+                _fault_settle_armed(soak, fault, nodes)
             elif fault.state == FaultWindow.State.INJECTED:
                 _fault_watch(soak, fault, nodes, length)
         except TransportError as error:
@@ -754,8 +775,7 @@ def _loop(soak: Soak, nodes: _Nodes, token: str) -> None:
             _abort(soak, nodes, f"timeout: the soak did not finish by {deadline:%H:%M:%S} UTC")
             return
         finished = _collect_all(soak, nodes)
-        if soak.state != Soak.State.PAUSED:
-            _faults_tick(soak, nodes)
+        _faults_tick(soak, nodes, start_new=soak.state != Soak.State.PAUSED)
         soak_checks_update(soak=soak)
         pending = soak.faults.filter(state__in=[FaultWindow.State.ARMED,
                                                 FaultWindow.State.INJECTED]).exists()
@@ -765,8 +785,8 @@ def _loop(soak: Soak, nodes: _Nodes, token: str) -> None:
     else:
         _abort(soak, nodes, "the driver loop reached its bound")
         return
-    if not Soak.objects.filter(id=soak.id, driver_token=token,
-                               state__in=Soak.ACTIVE).update(state=Soak.State.EVALUATING):
+    if not Soak.objects.filter(id=soak.id, driver_token=token, state__in=Soak.ACTIVE).update(
+            state=Soak.State.EVALUATING, heartbeat_at=_now()):
         return
     soak.refresh_from_db()
     unplanned = soak.faults.filter(state=FaultWindow.State.PLANNED)
@@ -908,6 +928,16 @@ def soak_recover(*, after: timedelta | None = None) -> list[str]:
     cutoff = _now() - (after if after is not None else
                        timedelta(seconds=settings.RUNS_LOST_AFTER_SECONDS))
     lines = []
+    for soak in Soak.objects.filter(state=Soak.State.EVALUATING, heartbeat_at__lt=cutoff):
+        if GateRun.objects.filter(id=soak.gate_run_id, decision__isnull=False).exists():
+            reason = ("the worker stopped after recording the decision, before the signed "
+                      "report: re-run the report")
+            Soak.objects.filter(id=soak.id).update(state=Soak.State.DONE, error=reason)
+            GateRun.objects.filter(id=soak.gate_run_id, state=GateRun.State.RUNNING).update(
+                state=GateRun.State.FAILED, error=reason, finished_at=_now())
+        else:  # evaluation is one transaction: nothing half-stored; evaluate again
+            Soak.objects.filter(id=soak.id, state=Soak.State.EVALUATING).update(
+                state=Soak.State.COLLECTING)
     for soak in Soak.objects.filter(state__in=Soak.ACTIVE, heartbeat_at__lt=cutoff):
         token = secrets.token_hex(8)
         now = _now()
@@ -1054,6 +1084,30 @@ def soak_evaluate(*, soak: Soak) -> GateRun:
     from reports.services import report_issue
 
     gate_run = GateRun.objects.select_related("gate__engagement").get(id=soak.gate_run_id)
+    with transaction.atomic():
+        decision = _decide(soak, gate_run)
+    if decision is None:
+        gate_run.refresh_from_db()
+        return gate_run
+    try:
+        report_issue(decision=decision)
+    except Exception as error:
+        logger.exception("report for decision %s failed", decision.id)
+        GateRun.objects.filter(id=gate_run.id).update(
+            state=GateRun.State.FAILED, finished_at=_now(),
+            error=f"decision recorded ({decision.outcome}) but the signed report could not be "
+                  f"issued: {type(error).__name__}: {error}")
+        gate_run.refresh_from_db()
+        return gate_run
+    GateRun.objects.filter(id=gate_run.id).update(state=GateRun.State.DONE, finished_at=_now())
+    gate_run.refresh_from_db()
+    return gate_run
+
+
+def _decide(soak: Soak, gate_run: GateRun):
+    """Store the span figures and record the decision (None: no decision, the run failed).
+    Figures stored by an evaluation a dead worker left unfinished are replaced."""
+    Measurement.objects.filter(gate_run=gate_run, derived=True).delete()
     _store_figures(soak)
     criteria = list(gate_run.gate.criteria.all())
     samples = [evaluation.Sample(m.id, m.metric, m.value, m.unit, m.labels,
@@ -1073,8 +1127,7 @@ def soak_evaluate(*, soak: Soak) -> GateRun:
         GateRun.objects.filter(id=gate_run.id).update(state=GateRun.State.FAILED,
                                                       error=reason, finished_at=now)
         _event(soak, "no decision", reason)
-        gate_run.refresh_from_db()
-        return gate_run
+        return None
     stop = "; ".join(f"{v.key}: {v.explanation} — {v.node}" for v in verdicts
                      if v.verdict == "fail")
     decision = decision_record(gate_run=gate_run, verdicts=verdicts, criteria=criteria,
@@ -1082,19 +1135,7 @@ def soak_evaluate(*, soak: Soak) -> GateRun:
     Soak.objects.filter(id=soak.id).update(state=Soak.State.DONE, finished_at=now,
                                            stop_reason=stop)
     _event(soak, f"decided: {outcome}", decision.sentence)
-    try:
-        report_issue(decision=decision)
-    except Exception as error:
-        logger.exception("report for decision %s failed", decision.id)
-        GateRun.objects.filter(id=gate_run.id).update(
-            state=GateRun.State.FAILED, finished_at=_now(),
-            error=f"decision recorded ({decision.outcome}) but the signed report could not be "
-                  f"issued: {type(error).__name__}: {error}")
-        gate_run.refresh_from_db()
-        return gate_run
-    GateRun.objects.filter(id=gate_run.id).update(state=GateRun.State.DONE, finished_at=_now())
-    gate_run.refresh_from_db()
-    return gate_run
+    return decision
 
 
 __all__ = ["SoakPlanError", "SoakRefused", "fault_target_mark", "gate_is_soak", "soak_abort",

@@ -173,3 +173,43 @@ def test_lab_down_removes_the_namespace_links_and_blackhole_route(soak_lab):
                                                 text=True).stdout
     assert subnet.split("/")[0] not in subprocess.run(
         ["ip", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+
+
+def test_a_fault_left_armed_is_settled_by_the_state_of_its_target(soak_lab, monkeypatch):
+    """The node went away (or the worker died) between arming the heal and injecting: the
+    target's state says whether the fault is on."""
+    from runners.soak import services
+    from runners.soak.models import FaultWindow
+
+    monkeypatch.setattr(services, "_dispatch", lambda soak_id, token: None)  # no driver
+    engagement = soak_lab("soak-clean")
+    soak = soak_start(gate=g4(engagement), started_by="eng-bob").soak
+    fault = soak.faults.get(kind="link_down")
+    plan_fault = link_fault(engagement)
+    node = fault.node
+    nodes = _Nodes()
+    try:
+        for injected in (False, True):
+            fault.heal_token = f"t-settle-{int(injected)}"
+            nodes.run(node, commands.arm_command(
+                token=fault.heal_token, delay_s=30.0,
+                heal_argv=commands.LinkDown.heal_argv(plan_fault, context(node)), sudo=False))
+            if injected:
+                nodes.run(node, commands.timed_command(
+                    commands.LinkDown.inject_argv(plan_fault, context(node)), sudo=False))
+            fault.state, fault.heal_verified_at = FaultWindow.State.ARMED, None
+            fault.save()
+            services._faults_tick(soak, nodes)
+            fault.refresh_from_db()
+            if injected:
+                assert fault.state == FaultWindow.State.INJECTED and fault.injected_at
+            else:
+                assert fault.state == FaultWindow.State.FAILED
+                assert "armed but not injected" in fault.error
+                said = nodes.run(node, commands.armed_command(fault.heal_token)).stdout
+                assert commands.armed_read(said)[0] == "not armed"  # disarmed
+    finally:
+        nodes.run(node, commands.timed_command(
+            commands.LinkDown.heal_argv(plan_fault, context(node)), sudo=False))
+        nodes.run(node, commands.disarm_command("t-settle-1", sudo=False))
+        nodes.close()
