@@ -31,7 +31,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("engagement", help="engagement name, e.g. lab-healthy")
-        parser.add_argument("gate", help="gate code: G1 or G2")
+        parser.add_argument("gate", help="gate code: G1 … G4 (G4: the soak)")
         parser.add_argument("--timeout", type=float, default=6 * 3600,
                             help="seconds to wait for the decision (default 6 h)")
         parser.add_argument("--started-by", default=getpass.getuser(),
