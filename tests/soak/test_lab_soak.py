@@ -105,3 +105,25 @@ def test_an_impact_stops_g4_naming_the_fault_window_and_the_failed_check(soak_la
         assert injected.injected_at.timestamp() - 1.5 < m.sampled_at.timestamp() \
             < injected.healed_at.timestamp() + 2.5
     assert "stopped on:" in out and f"fault window {fault}" in out
+
+
+def test_answers_from_a_corrupt_tier_stop_g4_although_no_request_fails(soak_lab):
+    """Uptime alone proves nothing: while the drive is out the stand-in array serves wrong KV
+    blocks; every request succeeds, the correctness probe sees the answers change."""
+    engagement = soak_lab("soak-clean", seconds=30, drive_out_impact="corrupt")
+    code, out, err = run_gate(engagement.name, "G4")
+    assert code == 1, out + err
+    decision = Decision.objects.get(gate__engagement=engagement, gate__code="G4")
+    assert "probe_mismatches <= 0 measured" in decision.sentence
+    assert "in fault window drive-out" in decision.sentence
+    assert "request_error_rate" not in decision.sentence
+    soak = Soak.objects.get(gate_run=decision.gate_run)
+    assert sum(windows_of(soak, "failed_requests").values()) == 0
+    wrong = Measurement.objects.filter(gate_run=soak.gate_run, metric="probe_mismatches",
+                                       derived=False, value=1)
+    assert wrong.exists()
+    assert all(m.labels["result"].startswith("diverges at token ") for m in wrong)
+    fault = soak.faults.get(name="drive-out")
+    for m in wrong:  # the wrong answers came while the drive was out
+        assert fault.injected_at.timestamp() - 0.5 < m.sampled_at.timestamp() \
+            < fault.healed_at.timestamp() + 1.5
