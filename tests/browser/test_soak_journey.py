@@ -184,7 +184,10 @@ def test_an_engineer_watches_a_compressed_soak_live_to_its_decision(site, browse
     # The decision, live: G4 stopped on the error rate in the drive fault window.
     page.wait_for_selector("#soak-decision", timeout=180_000)
     decision = page.inner_text("#soak-decision")
-    assert "stopped" in decision and "drive-out" in decision and "error-rate" in decision
+    assert "stopped" in decision and "fault window drive-out" in decision
+    assert "request_error_rate <= 0 measured" in decision
+    page.click("#soak-decision details.stop-reason > summary")  # the reason, check by check
+    assert "error-rate: worst of" in page.inner_text("#soak-decision")
     assert page.evaluate("window.__notReloaded === true")
     assert page.get_attribute("#soak-live", "hx-get") is None  # polling stopped
     assert page.inner_text("#soak-percent").strip() == "100 %"
