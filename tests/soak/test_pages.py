@@ -59,7 +59,7 @@ def test_it_shows_a_running_soak_with_progress_checks_charts_faults_gaps_and_eve
     # Fault table: window, heal armed and how it fired, per-phase checks, verdict.
     assert "12:00:07 → 12:00:12 UTC" in html and "4.5 s" in html
     assert "healed by <strong>timer</strong>" in html and "setsid" in html
-    assert '<span class="badge fail">fail</span>' in html and "not yet" in html
+    assert '<span class="badge fail">not met</span>' in html and "not yet" in html
     # Gap and events.
     assert "12:00:14 UTC" in html and "(1.7 s)" in html and "re-attached" in html
     assert "drive-out: drive 7 out" in html
