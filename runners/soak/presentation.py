@@ -171,7 +171,9 @@ def _bound(key: str, spec: evaluation.CriterionSpec | None, baseline: float | No
         if baseline is None:
             return None
         return (baseline * (1 + spec.threshold),
-                f"baseline {spec.threshold * 100:+g} %")
+                # the soak's opening baseline; each fault's during/after spans are judged
+                # against that fault's own pre-fault windows (the fault table shows them)
+                f"opening baseline {spec.threshold * 100:+g} %")
     if key == "error-rate":
         return None  # the bound is 0: the axis itself
     return (spec.threshold, f"limit {measurement_text(spec.threshold, spec.unit)}")
