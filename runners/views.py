@@ -223,6 +223,9 @@ def gate_run_launch(request, name: str, code: str):
     _require_engineer(request.user)
     engagement = engagement_for(request.user, name)
     gate = _gate_of(engagement, code)
+    if any(step.get("expand") == "soak" for step in gate.probe_plan):
+        # A soak (G4) starts from its plan page (targets, plan, workers), never as node probes.
+        return redirect("soak-plan", name=engagement.name, code=gate.code)
     if request.method == "POST":
         try:
             gate_run = gate_run_start(gate=gate, started_by=request.user.get_username())
