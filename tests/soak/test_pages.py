@@ -217,3 +217,15 @@ def test_without_workers_a_soak_is_not_started_from_the_web(people):
                                            follow=True)
     assert "Not started, nothing was created" in response.content.decode()
     assert GateRun.objects.count() == 1
+
+
+def test_the_generic_launch_page_sends_a_soak_gate_to_its_plan_page(people):
+    """``Run G4`` on the engagement page must not start G4 as node probes (an empty run)."""
+    soak = recorded_soak()
+    GateRun.objects.filter(id=soak.gate_run_id).update(state="done")
+    url = reverse("gate-run-start", args=["acme-soak", "G4"])
+    for method in ("get", "post"):
+        response = getattr(people.engineer.client, method)(url)
+        assert response.status_code == 302
+        assert response["Location"] == reverse("soak-plan", args=["acme-soak", "G4"])
+    assert GateRun.objects.count() == 1
