@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "acceptance",
     "gates",
     "runners",
+    "runners.soak",
     "reports",
 ]
 

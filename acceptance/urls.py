@@ -12,5 +12,6 @@ urlpatterns = [
     path("api/", include("acceptance.api.urls")),
     path("", include("acceptance.web_urls")),
     path("", include("runners.urls")),
+    path("", include("runners.soak.urls")),
     path("", include("reports.urls")),
 ]

@@ -110,6 +110,19 @@ def _section(decision: Decision) -> GateSection:
         decided_by=decision.decided_by, criteria=criteria, charts=_charts(gate_run), runs=runs)
 
 
+def _soak_section(decisions: list[Decision]):
+    """The G4 soak section (charts, per-fault table, gaps) of the first of ``decisions`` made
+    on a soak, in the active language; None when none was. Raises what the soak queries raise:
+    a G4 report without its fault table would be misleading, so it is not issued then."""
+    from runners.soak.report import soak_report_section
+
+    for decision in decisions:
+        section = soak_report_section(decision)
+        if section is not None:
+            return section
+    return None
+
+
 def _latest_decision(gate: Gate) -> Decision | None:
     return gate.decisions.order_by("-decided_at", "-id").first()
 
@@ -155,6 +168,7 @@ def report_context(decision: Decision, *, signoffs=(), version: int = 1, replace
             simulated=engagement.is_lab or any(r.simulated for r in section.runs),
             imported=decision.gate_run.origin == GateRun.Origin.IMPORTED,
             signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,
+            soak_section=_soak_section([decision]),
         )
 
 
@@ -207,6 +221,7 @@ def final_report_context(engagement: Engagement, *, signoffs=(), version: int = 
             simulated=engagement.is_lab or any(r.simulated for r in runs),
             imported=any(d.gate_run.origin == GateRun.Origin.IMPORTED for d in decisions),
             signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,
+            soak_section=_soak_section(decisions),
         )
 
 

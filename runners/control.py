@@ -91,9 +91,10 @@ def gate_run_cancel(*, gate_run: GateRun, cancelled_by: str, wait_s: float = 30.
 
 
 def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
-    """Fail jobs whose worker stopped heartbeating; kill what they left on the node.
+    """Fail jobs whose worker stopped heartbeating; kill what they left on the node; re-attach
+    soaks whose driver stopped (``runners.soak.services.soak_recover``).
 
-    Returns one line per recovered job. Safe to call from anywhere, any number of times.
+    Returns one line per recovered job or soak. Safe to call from anywhere, any number of times.
     """
     from runners.services import gate_run_finish_if_complete
 
@@ -129,4 +130,9 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
         if GateRun.objects.filter(id=gate_run.id, state=GateRun.State.EVALUATING).update(
                 state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
             lines.append(f"{gate_run}: {reason}")
+    # G4 soaks have no node jobs: their driver heartbeats on the soak; a stale one is handed
+    # to a new driver (the agents on the nodes kept running), with the gap recorded.
+    from runners.soak.services import soak_recover
+
+    lines += soak_recover(after=after)
     return lines

@@ -146,6 +146,9 @@ def gate_run_start(*, gate: Gate, started_by: str,
     Gate.objects.select_for_update().get(pk=gate.pk)
     gate.refresh_from_db()
     gate_check_runnable(gate=gate)
+    if any(step.get("expand") == "soak" for step in gate.probe_plan):
+        raise GateRefused(_("%(gate)s is a soak: start it from its soak plan page or with "
+                            "run_gate, not as a run of node probes.") % {"gate": gate.code})
     reason = (reason or "").strip()
     _passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
     engagement = gate.engagement

@@ -297,12 +297,56 @@ SCENARIOS: dict[str, dict] = {
 }
 
 
+# G4 soak scenarios (issue 7): the scenario schema above plus a ``soak`` section, kept in their
+# own table so the G1–G3 scenarios keep their exact schema. ``soak``:
+#   ``seconds`` — real seconds the compressed 72 h plan runs in the lab;
+#   ``paths`` — veth paths between the inference node and the array's namespace
+#     (runners/lab/netns.py): 2 = multipath (a link down is invisible), 1 = single path;
+#   ``ttft_ms`` / ``tpot_ms`` — the stand-in engine's prefill and per-token time (lab scale);
+#   ``drive_out_impact`` — what the stand-in array does while a drive is out: ``none``
+#     (redundant layout rebuilds transparently), ``errors`` (I/O stalls: requests fail),
+#     ``corrupt`` (wrong KV blocks: answers change);
+#   ``request_rate`` (req/s), ``concurrency``, ``output_len`` — the load of the lab plan.
+SOAK_DEFAULT = {"seconds": 180, "paths": 2, "ttft_ms": 250.0, "tpot_ms": 2.0,
+                "drive_out_impact": "none", "request_rate": 16.0, "concurrency": 8,
+                "output_len": 16}
+
+
+def _soak_variant(name: str, description: str, **soak: object) -> dict:
+    base = _healthy()
+    base["name"], base["description"] = name, description
+    base["soak"] = {**SOAK_DEFAULT, **soak}
+    return base
+
+
+SOAK_SCENARIOS: dict[str, dict] = {
+    "soak-clean": _soak_variant(
+        "soak-clean",
+        "A compressed 72 h soak passes with both faults: two network paths to the array "
+        "(multipath), so the link taken down is invisible to the service; a redundant array "
+        "rebuilds transparently while a drive is out.",
+    ),
+    "soak-drive-impact": _soak_variant(
+        "soak-drive-impact",
+        "While drive 7 is out the array stalls its I/O: requests fail during the drive fault "
+        "window, and G4 stops naming that window and the error-rate check.",
+        drive_out_impact="errors",
+    ),
+    "soak-link-impact": _soak_variant(
+        "soak-link-impact",
+        "A single network path to the array: the link fault cuts the KV tier off, requests "
+        "fail during the link fault window, and G4 stops.",
+        paths=1,
+    ),
+}
+
+
 def scenario(name: str) -> dict:
     """A deep copy of the built-in scenario ``name``; KeyError names the known scenarios."""
     try:
-        return copy.deepcopy(SCENARIOS[name])
+        return copy.deepcopy(SCENARIOS[name] if name in SCENARIOS else SOAK_SCENARIOS[name])
     except KeyError:
-        known = ", ".join(sorted(SCENARIOS))
+        known = ", ".join(sorted([*SCENARIOS, *SOAK_SCENARIOS]))
         raise KeyError(f"unknown lab scenario {name!r}; known scenarios: {known}") from None
 
 

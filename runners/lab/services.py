@@ -34,8 +34,9 @@ from acceptance.models import Array, AuditEntry, Credential, Engagement, Node
 from gates.models import Decision
 from gates.services import engagement_create
 from reports.models import Report
-from runners.lab import server
-from runners.lab.scenarios import SCENARIOS, node_scenario, scenario_with
+from runners.lab import netns, server
+from runners.lab import soak as lab_soak
+from runners.lab.scenarios import SCENARIOS, SOAK_SCENARIOS, node_scenario, scenario_with
 from runners.models import GateRun
 
 LAB_ACTOR = "lab set-up (automatic)"
@@ -107,6 +108,9 @@ def lab_up(*, scenario_name: str, engagement_name: str | None = None,
     if unknown:
         raise server.LabError(f"per_node names node(s) {sorted(unknown)} but the lab has "
                               f"inference nodes 1 … {nodes}")
+    soak = "soak" in figures  # G4 soak scenarios: real network paths and stand-in services
+    if soak and nodes != 1:
+        raise server.LabError(f"soak scenarios run on one inference node, not {nodes}")
     name = engagement_name or f"lab-{scenario_name}"
     root = lab_directory(name)
     _stop_tree(root)
@@ -114,13 +118,24 @@ def lab_up(*, scenario_name: str, engagement_name: str | None = None,
         shutil.rmtree(root)
     root.mkdir(parents=True)
     root.chmod(0o700)
-    wanted = {ARRAY_NODE: node_scenario(figures, 0, nodes)}
-    wanted |= {inference_name(i): node_scenario(figures, i, nodes) for i in range(1, nodes + 1)}
-    servers = _start_all(root, wanted)
+    if soak:
+        lab_soak.prepare(root, figures)
     try:
+        wanted = {ARRAY_NODE: node_scenario(figures, 0, nodes)}
+        wanted |= {inference_name(i): node_scenario(figures, i, nodes)
+                   for i in range(1, nodes + 1)}
+        servers = _start_all(root, wanted)
+    except Exception:
+        netns.paths_down(root)
+        raise
+    try:
+        if soak:
+            lab_soak.start(root, figures, servers, ARRAY_NODE, inference_name(1))
         etc = _write_lmcache_configs(root, figures)
         ports = _engine_ports(servers, nodes)
         engagement = _lab_engagement(name, figures, servers, ports, etc)
+        if soak:
+            lab_soak.adapt(engagement, figures)
     except Exception:
         _stop_tree(root)
         raise
@@ -282,22 +297,44 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+def _stop_sessions(directory: Path) -> int:
+    """Stop what sessions on this lab node left running detached (a soak's agent, an armed
+    heal timer): processes whose environment names this node's scenario file."""
+    marker = f"ACCEPTANCE_LAB_SCENARIO={directory / 'scenario.json'}".encode()
+    stopped = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if marker not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            os.kill(int(proc.name), signal.SIGKILL)
+            stopped += 1
+        except OSError:
+            continue
+    return stopped
+
+
 def _stop_one(directory: Path) -> bool:
     _stop_engines(directory)
-    return server.server_stop(directory)
+    stopped = server.server_stop(directory)
+    _stop_sessions(directory)
+    return stopped
 
 
 def _stop_tree(root: Path) -> list[str]:
-    """Stop every lab server (and its engines) in ``root`` and its node directories."""
+    """Stop every lab server (and its engines) in ``root`` and its node directories, and remove
+    the soak's network namespace, links and blackhole route with its processes."""
+    removed = [f"{root.name}: {what}" for what in netns.paths_down(root)] if root.is_dir() else []
     directories = _server_dirs(root)
     if not directories:
-        return []
+        return removed
     with ThreadPoolExecutor(max_workers=min(START_THREADS, len(directories)),
                             thread_name_prefix="lab-stop") as pool:
         results = list(pool.map(_stop_one, directories))
     base = settings.LAB_DIR
     return [str(d.relative_to(base)) if d.is_relative_to(base) else d.name
-            for d, stopped in zip(directories, results, strict=True) if stopped]
+            for d, stopped in zip(directories, results, strict=True) if stopped] + removed
 
 
 def lab_down() -> list[str]:
@@ -312,4 +349,4 @@ def lab_down() -> list[str]:
 
 
 def scenario_names() -> list[str]:
-    return sorted(SCENARIOS)
+    return sorted([*SCENARIOS, *SOAK_SCENARIOS])

@@ -1,8 +1,9 @@
-"""``manage.py run_gate ENGAGEMENT G1|G2``: the main job.
+"""``manage.py run_gate ENGAGEMENT G1|G2|G3|G4``: the main job.
 
-Dispatches the gate's probes (Celery tasks over SSH), waits for the decision and prints the
-per-criterion table, the decision and ``report: PATH``. Exit status: 0 passed, 1 stopped,
-2 the run itself failed or was refused (no decision).
+Dispatches the gate's probes (Celery tasks over SSH) — for a soak gate (G4), the soak
+(``runners.soak``) — waits for the decision and prints the per-criterion table, the decision
+and ``report: PATH``. Exit status: 0 passed, 1 stopped, 2 the run itself failed or was refused
+(no decision).
 """
 
 import getpass
@@ -18,6 +19,8 @@ from runners.models import GateRun
 from runners.plans import node_steps
 from runners.probes import PROBES
 from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
+from runners.soak.plan import SoakPlanError
+from runners.soak.services import gate_is_soak, soak_recover, soak_start
 from runners.templatetags.units import measurement_text
 
 EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
@@ -28,7 +31,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("engagement", help="engagement name, e.g. lab-healthy")
-        parser.add_argument("gate", help="gate code: G1 or G2")
+        parser.add_argument("gate", help="gate code: G1 … G4 (G4: the soak)")
         parser.add_argument("--timeout", type=float, default=6 * 3600,
                             help="seconds to wait for the decision (default 6 h)")
         parser.add_argument("--started-by", default=getpass.getuser(),
@@ -72,6 +75,17 @@ class Command(BaseCommand):
             self.fail(f"error: no engagement named {engagement!r}")
         try:
             gate_obj = gate_get(engagement=found, code=gate)
+            if gate_is_soak(gate_obj):
+                if timeouts:
+                    self.fail(f"error: --probe-timeout does not apply to {gate_obj.code}: a "
+                              f"soak's times come from its plan")
+                try:
+                    gate_run = soak_start(gate=gate_obj, started_by=started_by, reason=reason,
+                                          confirmed=confirm)
+                except SoakPlanError as error:
+                    self.fail(f"error: {error}")
+                self.wait_soak(found, gate_obj, gate_run, timeout)
+                return
             planned = {step["probe"] for node in found.nodes.all()
                        for step in node_steps(gate_obj, node)}
             stray = sorted(set(timeouts) - planned)
@@ -113,6 +127,55 @@ class Command(BaseCommand):
                           f"still {gate_run.state}")
             time.sleep(0.5)
         self.finish(gate_run)
+
+    def wait_soak(self, engagement, gate, gate_run, timeout: float) -> None:
+        """Wait for the soak's decision, printing its progress now and then."""
+        soak = gate_run.soak
+        self.stdout.write(f"{engagement.name} {gate.code} {gate.name}: soak run "
+                          f"#{gate_run.attempt} (gate run id {gate_run.id}) on "
+                          f"{soak.agents.count()} node(s), {soak.faults.count()} fault "
+                          f"window(s); plan sha256 {soak.plan_sha256}")
+        self.stdout.write(f"plan: {soak.plan['duration_s'] / 3600:g} h, compressed "
+                          f"×{soak.time_compression:g} to {soak.duration_s:.0f} s")
+        deadline = time.monotonic() + timeout
+        next_recovery = next_note = time.monotonic() + 10
+        while True:
+            gate_run.refresh_from_db()
+            if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED,
+                                  GateRun.State.CANCELLED):
+                break
+            if time.monotonic() > next_recovery:  # a dead worker must not stop the soak
+                soak_recover()
+                next_recovery = time.monotonic() + 10
+            if time.monotonic() > next_note:
+                soak.refresh_from_db()
+                self.stdout.write(f"soak: {soak.state}, {soak.loaded_s:.0f} s collected … "
+                                  f"checks: " + ", ".join(
+                                      f"{k} {v['state']}" for k, v in soak.checks.items()))
+                next_note = time.monotonic() + max(30.0, soak.duration_s / 10)
+            if time.monotonic() > deadline:
+                self.fail(f"error: no decision after {timeout:g} s; the soak is still "
+                          f"{soak.state} (it goes on: manage.py soak status {engagement.name})")
+            time.sleep(0.5)
+        self.print_soak(gate_run)
+        self.finish(gate_run)
+
+    def print_soak(self, gate_run) -> None:
+        soak = gate_run.soak
+        for fault in soak.faults.select_related("node"):
+            span = (f"{fault.injected_at:%H:%M:%S}–"
+                    f"{fault.healed_at:%H:%M:%S}" if fault.injected_at and fault.healed_at
+                    else "not injected")
+            self.stdout.write(f"fault window {fault.name}: {fault.kind} on {fault.node.name} "
+                              f"{span} UTC, {fault.state}"
+                              + (f" by the {fault.heal_how}" if fault.heal_how else "")
+                              + (f" ({fault.error})" if fault.error else ""))
+        for gap in soak.gaps.all():
+            end = f"{gap.ended_at:%H:%M:%S}" if gap.ended_at else "…"
+            self.stdout.write(f"collection gap {gap.started_at:%H:%M:%S}–{end} UTC: "
+                              f"{gap.reason}")
+        if soak.stop_reason:
+            self.stdout.write(f"stopped on: {soak.stop_reason}")
 
     def finish(self, gate_run) -> None:
         """Print what was decided (or why nothing was) and exit with the documented status."""

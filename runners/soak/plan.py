@@ -1,0 +1,243 @@
+"""The soak plan as data: validation, hashing and time compression (issue 7, RUNBOOK §5).
+
+A plan is plain JSON, copied per engagement into G4's probe plan (``gates.defaults``) as the
+step ``{"expand": "soak", "role": "inference", "soak": PLAN}`` and snapshotted with its sha256
+into the ``Soak`` that runs it. Times are **plan seconds**; ``time_compression`` (lab only,
+1 on customer nodes) divides every time of the plan to get real seconds, so a 72 h plan runs
+in a few minutes in the lab. Request rate and concurrency are never compressed.
+
+Shape (every key required unless marked optional)::
+
+    {"duration_s": 259200,               # DOMAIN.md G4: 72 h continuous load
+     "time_compression": 1,              # plan seconds per real second (lab: e.g. 1440)
+     "sampling_s": 60,                   # how often the service collects and checks
+     "load": {"vllm": "vllm",            # the vLLM command on the node (lab: soak-vllm)
+              "base_url": "http://127.0.0.1:8000", "model": str, "tokenizer": str,
+              "request_rate": 1.0,       # requests/s (RUNBOOK §5.1 "fixed request rate")
+              "concurrency": 16,         # --max-concurrency
+              "window_s": 900,           # one vllm bench serve window (RUNBOOK §5.1: 15 min)
+              "prefix_len": 30000, "suffix_len": 512, "num_prefixes": 64,
+              "output_len": 256, "seed": 1},
+     "correctness": {"every_s": 900,     # RUNBOOK §5.2: every 10-15 min
+                     "max_tokens": 64, "timeout_s": 600,
+                     "prompts": [{"id": "p1", "text": "..."}, ...]},
+     "steady_state": {"baseline_windows": 4,   # windows at the start: the soak's baseline
+                      "before_s": 1800,         # span before a fault judged as "before"
+                      "after_s": 1800},         # span after the heal judged as "after"
+     "faults": [{"name": "drive-out", "kind": "drive_out", "node": "array",
+                 "start_s": 86400, "duration_s": 300, "target": {"drive": 7},
+                 "inject": [...argv...] | None, "heal": [...argv...] | None},
+                {"name": "link-down", "kind": "link_down", "node": "inference",
+                 "start_s": 172800, "duration_s": 300,
+                 "target": {"interface": "ens1f1", "netns"?: "ns"}}]}
+
+``node`` of a fault is a node name or a role (the first node of that role by name). A drive
+fault's ``inject`` / ``heal`` are the array vendor's commands as argument lists in which the
+token ``{drive}`` stands for the target drive (RUNBOOK §5.3: no standard host command pulls a
+drive inside an array; ``None`` until the vendor's command is known, and a soak refuses to
+start then); optional ``status``, a command printing ``{"drives_out": [...]}`` JSON, lets the
+service verify the heal. The steady-state *bounds* are G4's criteria (``gates.defaults``: error
+rate, completion gap, TTFT p99 and throughput against the pre-fault baseline, correctness), editable
+per engagement with an audit trail like every threshold.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+MAX_WINDOWS = 100_000  # loops are bounded: windows of one soak
+MAX_FAULTS = 20
+MAX_PROMPTS = 32
+NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+ARG = re.compile(r"[A-Za-z0-9_./:=@%+,-]{1,200}")
+INTERFACE = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+NETNS = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+URL = re.compile(r"https?://[A-Za-z0-9.:\[\]-]{1,200}")
+MODEL = re.compile(r"/?[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}")
+COMMAND = re.compile(r"[A-Za-z0-9_./-]{1,200}")
+FAULT_KINDS = ("drive_out", "link_down")
+# Real seconds below which a compressed window or sample is too short to mean anything.
+MIN_REAL_WINDOW_S = 0.5
+MIN_REAL_SAMPLING_S = 0.2
+
+
+class SoakPlanError(ValueError):
+    """The plan is malformed; the message names the field (dotted path) and the rule."""
+
+
+def plan_sha256(plan: dict) -> str:
+    """sha256 of the plan in canonical JSON (sorted keys, no whitespace)."""
+    text = json.dumps(plan, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _number(plan: dict, path: str, low: float, high: float, *, integer: bool = False) -> float:
+    node: Any = plan
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise SoakPlanError(f"soak plan: {path} is missing")
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, int | float) or not math.isfinite(node):
+        raise SoakPlanError(f"soak plan: {path} must be a number, not {node!r}")
+    if integer and not float(node).is_integer():
+        raise SoakPlanError(f"soak plan: {path} must be a whole number, not {node!r}")
+    if not low <= node <= high:
+        raise SoakPlanError(f"soak plan: {path}={node!r} is outside {low:g} … {high:g}")
+    return node
+
+
+def _text(value: Any, path: str, pattern: re.Pattern, rule: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise SoakPlanError(f"soak plan: {path}={value!r} is not {rule}")
+    return value
+
+
+def _argv(value: Any, path: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or len(value) > 16:
+        raise SoakPlanError(f"soak plan: {path} must be an argument list (1 … 16 items) or null")
+    for i, item in enumerate(value):
+        if item != "{drive}":
+            _text(item, f"{path}[{i}]", ARG, "a plain argument (letters, digits, _./:=@%+,-) "
+                  "or {drive}")
+    _text(value[0], f"{path}[0]", COMMAND, "a command name or absolute path")
+    return list(value)
+
+
+def plan_validate(plan: Any) -> dict:
+    """Check ``plan`` and return a normalised copy (numbers as given, defaults filled).
+
+    Raises SoakPlanError naming the first field that is wrong: missing keys, numbers out of
+    range, names and arguments outside their character sets, faults that overlap or do not
+    fit in the duration, compressed windows shorter than 0.5 s, more than 100 000 windows.
+    """
+    if not isinstance(plan, dict):
+        raise SoakPlanError("soak plan: must be a JSON object")
+    plan = copy.deepcopy(plan)
+    duration = _number(plan, "duration_s", 60, 30 * 24 * 3600)
+    factor = _number(plan, "time_compression", 1, 1_000_000)
+    sampling = _number(plan, "sampling_s", 1, 24 * 3600)
+    load = plan.get("load")
+    if not isinstance(load, dict):
+        raise SoakPlanError("soak plan: load must be an object")
+    _text(load.get("vllm"), "load.vllm", COMMAND, "a command name or absolute path")
+    _text(load.get("base_url"), "load.base_url", URL, "an http(s) URL of host and port")
+    _text(load.get("model"), "load.model", MODEL, "a model name")
+    _text(load.get("tokenizer"), "load.tokenizer", MODEL, "a tokenizer name or path")
+    _number(plan, "load.request_rate", 0.01, 10_000)
+    _number(plan, "load.concurrency", 1, 4096, integer=True)
+    window = _number(plan, "load.window_s", 1, 24 * 3600)
+    for key, high in (("prefix_len", 1_000_000), ("suffix_len", 1_000_000),
+                      ("num_prefixes", 100_000), ("output_len", 100_000), ("seed", 2**31)):
+        _number(plan, f"load.{key}", 0 if key == "seed" else 1, high, integer=True)
+    if window > duration:
+        raise SoakPlanError(f"soak plan: load.window_s={window:g} is longer than duration_s")
+    if window / factor < MIN_REAL_WINDOW_S:
+        raise SoakPlanError(f"soak plan: load.window_s compressed is {window / factor:.3g} s; "
+                            f"at least {MIN_REAL_WINDOW_S} s (lower time_compression)")
+    if sampling / factor < MIN_REAL_SAMPLING_S:
+        raise SoakPlanError(f"soak plan: sampling_s compressed is {sampling / factor:.3g} s; at "
+                            f"least {MIN_REAL_SAMPLING_S} s")
+    if duration / window > MAX_WINDOWS:
+        raise SoakPlanError(f"soak plan: {duration / window:.0f} windows; at most {MAX_WINDOWS}")
+    correctness = plan.get("correctness")
+    if not isinstance(correctness, dict):
+        raise SoakPlanError("soak plan: correctness must be an object")
+    _number(plan, "correctness.every_s", 1, 24 * 3600)
+    _number(plan, "correctness.max_tokens", 1, 4096, integer=True)
+    _number(plan, "correctness.timeout_s", 1, 3600)
+    prompts = correctness.get("prompts")
+    if not isinstance(prompts, list) or not 1 <= len(prompts) <= MAX_PROMPTS:
+        raise SoakPlanError(f"soak plan: correctness.prompts must list 1 … {MAX_PROMPTS} prompts")
+    seen = set()
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, dict):
+            raise SoakPlanError(f"soak plan: correctness.prompts[{i}] must be an object")
+        pid = _text(prompt.get("id"), f"correctness.prompts[{i}].id", NAME, "a short name")
+        if pid in seen:
+            raise SoakPlanError(f"soak plan: correctness.prompts[{i}].id {pid!r} repeats")
+        seen.add(pid)
+        text = prompt.get("text")
+        if not isinstance(text, str) or not 1 <= len(text) <= 200_000:
+            raise SoakPlanError(f"soak plan: correctness.prompts[{i}].text must be 1 … 200000 "
+                                f"characters")
+    steady = plan.get("steady_state")
+    if not isinstance(steady, dict):
+        raise SoakPlanError("soak plan: steady_state must be an object")
+    _number(plan, "steady_state.baseline_windows", 1, 1000, integer=True)
+    _number(plan, "steady_state.before_s", window, duration)
+    _number(plan, "steady_state.after_s", window, duration)
+    faults = plan.get("faults")
+    if not isinstance(faults, list) or len(faults) > MAX_FAULTS:
+        raise SoakPlanError(f"soak plan: faults must be a list of at most {MAX_FAULTS}")
+    names, spans = set(), []
+    for i, fault in enumerate(faults):
+        where = f"faults[{i}]"
+        if not isinstance(fault, dict):
+            raise SoakPlanError(f"soak plan: {where} must be an object")
+        name = _text(fault.get("name"), f"{where}.name", NAME, "a short name (a-z, 0-9, -)")
+        if name in names:
+            raise SoakPlanError(f"soak plan: {where}.name {name!r} repeats")
+        names.add(name)
+        kind = fault.get("kind")
+        if kind not in FAULT_KINDS:
+            raise SoakPlanError(f"soak plan: {where}.kind={kind!r} is not one of "
+                                f"{', '.join(FAULT_KINDS)}")
+        _text(fault.get("node"), f"{where}.node", NAME, "a node name or role")
+        start = _fault_num(fault, where, "start_s", 0, duration)
+        length = _fault_num(fault, where, "duration_s", 1, duration)
+        if start + length > duration:
+            raise SoakPlanError(f"soak plan: {where} ends after the soak ({start + length:g} > "
+                                f"{duration:g} s)")
+        if length / factor < 2 * MIN_REAL_SAMPLING_S:
+            raise SoakPlanError(f"soak plan: {where}.duration_s compressed is "
+                                f"{length / factor:.3g} s; too short to inject and heal")
+        target = fault.get("target")
+        if not isinstance(target, dict):
+            raise SoakPlanError(f"soak plan: {where}.target must be an object")
+        if kind == "drive_out":
+            drive = target.get("drive")
+            if isinstance(drive, bool) or not isinstance(drive, int) or not 0 <= drive <= 1023:
+                raise SoakPlanError(f"soak plan: {where}.target.drive must be a drive index "
+                                    f"0 … 1023, not {drive!r}")
+            fault["inject"] = _argv(fault.get("inject"), f"{where}.inject")
+            fault["heal"] = _argv(fault.get("heal"), f"{where}.heal")
+            fault["status"] = _argv(fault.get("status"), f"{where}.status")
+        else:
+            if target.get("interface") is not None:
+                _text(target["interface"], f"{where}.target.interface", INTERFACE,
+                      "a network interface name")
+            if target.get("netns") is not None:
+                _text(target["netns"], f"{where}.target.netns", NETNS, "a network namespace")
+        spans.append((start, start + length, name))
+    spans.sort()
+    for (_s1, e1, n1), (s2, _e2, n2) in zip(spans, spans[1:], strict=False):
+        if s2 < e1:
+            raise SoakPlanError(f"soak plan: faults {n1} and {n2} overlap (a single fault at a "
+                                f"time, DOMAIN.md G4)")
+    return plan
+
+
+def _fault_num(fault: dict, where: str, key: str, low: float, high: float) -> float:
+    value = fault.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SoakPlanError(f"soak plan: {where}.{key} must be a number, not {value!r}")
+    if not low <= value <= high:
+        raise SoakPlanError(f"soak plan: {where}.{key}={value!r} is outside {low:g} … {high:g}")
+    return value
+
+
+def real_s(plan: dict, plan_seconds: float) -> float:
+    """Real seconds for ``plan_seconds`` under the plan's time compression."""
+    return float(plan_seconds) / float(plan["time_compression"])
+
+
+def windows_planned(plan: dict) -> int:
+    """How many benchmark windows fill the duration (the agent's bounded loop count)."""
+    return max(1, int(plan["duration_s"] // plan["load"]["window_s"]))

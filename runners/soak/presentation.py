@@ -1,0 +1,365 @@
+"""What a person sees of a G4 soak: plain data for the soak page, its live fragment, the API
+and the G4 report section, built on ``runners.soak.queries`` (read-only; nothing here writes).
+
+* :func:`soak_view` — everything the soak page shows: header, progress (real and plan time),
+  each steady-state check's current state with its requirement, the charts (SVG strings), the
+  fault table, gaps, the event log, the decision;
+* :func:`soak_charts` — the four time-series charts (TTFT p99, output throughput, request error
+  rate, longest completion gap) with fault windows shaded and gaps marked;
+* :func:`check_rows` — the steady-state checks in plan order with requirement and state;
+* :func:`fault_table` — ``queries.soak_fault_rows`` joined with how the heal was armed;
+* :func:`correctness_latest` — each prompt's latest answer: ``exact`` / ``diverges at token k``;
+* :func:`duration_text` — seconds as people read them (``72 h``, ``1 h 05 min``, ``42 s``).
+
+Units: values stay canonical (s, tok/s, ratio, 1); ``*_text`` fields are for display.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from datetime import datetime
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from gates import evaluation
+from gates.services import criterion_spec
+from runners.models import Measurement
+from runners.soak import charts, queries
+from runners.soak.models import Soak
+from runners.soak.plan import real_s
+from runners.templatetags.units import measurement_text
+
+#: Soak states after which nothing changes any more (the page stops polling).
+OVER = (Soak.State.DONE, Soak.State.ABORTED, Soak.State.FAILED)
+
+#: The charts of the page and the report: (metric, title, criterion key of its bound).
+CHARTS = (
+    ("ttft_p99", gettext_lazy("TTFT p99"), "ttft-p99"),
+    ("output_throughput", gettext_lazy("Output throughput"), "throughput"),
+    ("request_error_rate", gettext_lazy("Request error rate"), "error-rate"),
+    ("completion_gap_max", gettext_lazy("Longest gap between completions"), "no-interruption"),
+)
+
+
+STATE_TEXT = {
+    Soak.State.STARTING: gettext_lazy("starting"),
+    Soak.State.RUNNING: gettext_lazy("running"),
+    Soak.State.PAUSED: gettext_lazy("paused"),
+    Soak.State.COLLECTING: gettext_lazy("collecting the last samples"),
+    Soak.State.EVALUATING: gettext_lazy("evaluating"),
+    Soak.State.DONE: gettext_lazy("done"),
+    Soak.State.ABORTED: gettext_lazy("aborted"),
+    Soak.State.FAILED: gettext_lazy("failed: no decision"),
+}
+
+
+PHASE_TEXT = {"before": gettext_lazy("before"), "during": gettext_lazy("during"),
+              "after": gettext_lazy("after")}
+
+
+def state_text(state: str) -> str:
+    """A soak state in words (translated)."""
+    return str(STATE_TEXT.get(state, state))
+
+
+def duration_text(seconds: float | None) -> str:
+    """``72 h``, ``1 h 05 min``, ``12 min 30 s``, ``42 s``; ``—`` for None."""
+    if seconds is None:
+        return "—"
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h" if minutes == 0 else f"{hours} h {minutes:02d} min"
+    return f"{minutes} min" if secs == 0 else f"{minutes} min {secs:02d} s"
+
+
+def is_simulated(soak: Soak) -> bool:
+    """True when the soak's evidence comes from lab stand-ins (a lab engagement or an agent
+    whose vLLM is a stand-in)."""
+    return soak.gate_run.gate.engagement.is_lab or soak.agents.filter(simulated=True).exists()
+
+
+def _specs(soak: Soak) -> dict[str, evaluation.CriterionSpec]:
+    return {c.key: criterion_spec(c) for c in soak.gate_run.gate.criteria.all()}
+
+
+def _descriptions(soak: Soak) -> dict[str, str]:
+    return {c.key: c.description for c in soak.gate_run.gate.criteria.all()}
+
+
+def _value_text(key: str, value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if key in ("ttft-p99", "throughput") and unit == "ratio":
+        return _("%(pct)s vs baseline") % {"pct": f"{value * 100:+.1f} %"}
+    if unit == "ratio":
+        return f"{value * 100:.2f} %"
+    if key == "correctness":
+        return _("mismatches: %(n)s") % {"n": f"{value:.0f}"}
+    return measurement_text(value, unit)
+
+
+def correctness_latest(soak: Soak) -> list[dict]:
+    """Each correctness prompt's latest answer, per node: ``[{"node", "prompt", "result"
+    ("exact" | "diverges at token k" | "error: …"), "mismatch" (bool), "at",
+    "last_mismatch" (the latest non-exact result, "" when none), "last_mismatch_at"}]``."""
+    latest: dict[tuple[str, str], Measurement] = {}
+    wrong: dict[tuple[str, str], Measurement] = {}
+    rows = Measurement.objects.filter(gate_run_id=soak.gate_run_id, metric="probe_mismatches",
+                                      derived=False).select_related("node").order_by(
+        "sampled_at", "id")
+    for m in rows:
+        key = (m.node.name if m.node else "", m.labels.get("prompt", ""))
+        latest[key] = m
+        if m.value > 0:
+            wrong[key] = m
+    return [{"node": node, "prompt": prompt, "result": m.labels.get("result", ""),
+             "mismatch": m.value > 0, "at": m.sampled_at,
+             "last_mismatch": wrong[(node, prompt)].labels.get("result", "")
+             if (node, prompt) in wrong else "",
+             "last_mismatch_at": wrong[(node, prompt)].sampled_at
+             if (node, prompt) in wrong else None}
+            for (node, prompt), m in sorted(latest.items())]
+
+
+def check_rows(soak: Soak) -> list[dict]:
+    """The steady-state checks (``queries.CHECK_KEYS`` order): ``[{"key", "label",
+    "requirement", "state" (pass | fail | insufficient | waiting), "value", "unit",
+    "value_text", "explanation", "at"}]`` — ``waiting`` before the first judgement."""
+    specs, labels, live = _specs(soak), _descriptions(soak), queries.soak_checks(soak)
+    rows = []
+    for key in queries.CHECK_KEYS:
+        spec = specs.get(key)
+        if spec is None:
+            continue
+        state = live.get(key) or {}
+        requirement = evaluation.threshold_text(spec)
+        if key in ("ttft-p99", "throughput"):
+            requirement = _("%(req)s of the pre-fault baseline") % {
+                "req": f"{spec.operator} {spec.threshold * 100:+g} %"}
+        elif spec.unit == "ratio":
+            requirement = f"{spec.operator} {spec.threshold * 100:g} %"
+        rows.append({"key": key, "label": labels.get(key, key),
+                     "name": str(CHECK_NAME.get(key, key)), "requirement": requirement,
+                     "state": state.get("state") or "waiting", "value": state.get("value"),
+                     "unit": spec.unit,
+                     "value_text": _value_text(key, state.get("value"), spec.unit),
+                     "explanation": state.get("explanation", ""), "at": state.get("at")})
+    return rows
+
+
+def _axis(soak: Soak, points: list[dict]) -> charts.Axis:
+    start = soak.load_started_at.timestamp() if soak.load_started_at else (
+        points[0]["epoch"] if points else time.time())
+    end = start + soak.duration_s
+    last = max((p["epoch"] for p in points), default=start)
+    return charts.Axis(start=start, end=max(end, last, start + 1.0),
+                       compression=soak.time_compression)
+
+
+def _bound(key: str, spec: evaluation.CriterionSpec | None, baseline: float | None
+           ) -> tuple[float, str] | None:
+    if spec is None or spec.threshold is None:
+        return None
+    if key in ("ttft-p99", "throughput"):
+        if baseline is None:
+            return None
+        return (baseline * (1 + spec.threshold),
+                # the soak's opening baseline; each fault's during/after spans are judged
+                # against that fault's own pre-fault windows (the fault table shows them)
+                f"opening baseline {spec.threshold * 100:+g} %")
+    if key == "error-rate":
+        return None  # the bound is 0: the axis itself
+    return (spec.threshold, f"limit {measurement_text(spec.threshold, spec.unit)}")
+
+
+def soak_charts(soak: Soak, *, simulated: bool | None = None, width: int = charts.WIDTH
+                ) -> list[dict]:
+    """The soak's charts: ``[{"metric", "title", "unit", "svg", "legend": [{"node",
+    "colour"}], "points", "baseline" (canonical unit or None), "bound_text"}]``."""
+    simulated = is_simulated(soak) if simulated is None else simulated
+    specs = _specs(soak)
+    gaps = queries.soak_gaps(soak)
+    count = int(soak.plan["steady_state"]["baseline_windows"])
+    out = []
+    for metric, title, key in CHARTS:
+        title = str(title)
+        series = queries.soak_series(soak, metric)
+        values = [p["value"] for p in series["points"]][:count]
+        baseline = statistics.median(values) if values else None
+        bound = _bound(key, specs.get(key), baseline)
+        svg = charts.series_svg(series, title=title, axis=_axis(soak, series["points"]),
+                                gaps=gaps, bound=bound, simulated=simulated, width=width)
+        out.append({"metric": metric, "title": title, "unit": series["unit"], "svg": svg,
+                    "legend": charts.legend(series), "points": len(series["points"]),
+                    "baseline": baseline if key in ("ttft-p99", "throughput") else None,
+                    "bound_text": bound[1] if bound else ""})
+    return out
+
+
+def _target_text(kind: str, target: dict) -> str:
+    if kind == "drive_out":
+        return _("drive %(n)s") % {"n": target.get("drive")}
+    where = target.get("interface") or _("the node's interface")
+    return f"{target['netns']}/{where}" if target.get("netns") else where
+
+
+def fault_table(soak: Soak) -> list[dict]:
+    """One row per planned fault: ``{"name", "kind", "node", "target_text", "state",
+    "planned_start", "planned_end", "injected_at", "healed_at", "length_s", "heal_armed_at",
+    "heal_verified_at", "heal_method", "heal_how", "heal_command", "inject_command",
+    "safety", "error", "checks": {"before"|"during"|"after": [{"check", "value_text",
+    "verdict", "explanation"}]}, "verdict"}``."""
+    windows = {w["name"]: w for w in queries.soak_fault_windows(soak)}
+    out = []
+    for row in queries.soak_fault_rows(soak):
+        window = windows[row["name"]]
+        checks = {phase: [{**c, "value_text": _value_text(c["check"], c["value"], c["unit"])}
+                          for c in row["checks"][phase]] for phase in queries.PHASES}
+        length = ((window["healed_at"] - window["injected_at"]).total_seconds()
+                  if window["injected_at"] and window["healed_at"] else None)
+        verdict = row["verdict"]
+        if window["injected_at"] is None and row["state"] in ("planned", "armed"):
+            verdict = str(gettext_lazy("not yet"))
+        out.append({"name": row["name"], "kind": row["kind"], "node": row["node"],
+                    "target_text": _target_text(row["kind"], window["target"]),
+                    "state": row["state"], "planned_start": window["planned_start"],
+                    "planned_end": window["planned_end"],
+                    "injected_at": window["injected_at"], "healed_at": window["healed_at"],
+                    "length_s": length, "heal_armed_at": window["heal_armed_at"],
+                    "heal_verified_at": window["heal_verified_at"],
+                    "heal_method": window["heal_method"], "heal_how": window["heal_how"],
+                    "heal_command": window["heal_command"],
+                    "inject_command": window["inject_command"], "safety": window["safety"],
+                    "error": window["error"], "checks": checks, "verdict": verdict,
+                    "phases": [{"key": phase, "label": str(PHASE_TEXT[phase]),
+                                "checks": checks[phase]} for phase in queries.PHASES],
+                    "matrix": _matrix(checks),
+                    "verdict_class": verdict if verdict in ("pass", "fail", "insufficient")
+                    else "pending"})
+    return out
+
+
+CHECK_NAME = {"error-rate": gettext_lazy("Error rate"),
+              "no-interruption": gettext_lazy("No interruption"),
+              "ttft-p99": gettext_lazy("TTFT p99"), "throughput": gettext_lazy("Throughput"),
+              "correctness": gettext_lazy("Correct answers")}
+CHECK_SHORT = {"error-rate": gettext_lazy("error rate"),
+               "no-interruption": gettext_lazy("completion gap"),
+               "ttft-p99": gettext_lazy("TTFT p99"), "throughput": gettext_lazy("throughput"),
+               "correctness": gettext_lazy("correctness")}
+
+
+def _matrix(checks: dict[str, list[dict]]) -> list[dict]:
+    """Checks as rows, phases as columns: ``[{"check", "label", "cells": [{"phase",
+    "value_text", "verdict", "explanation"} | None per phase]}]`` in CHECK_KEYS order."""
+    keys = [k for k in queries.CHECK_KEYS
+            if any(c["check"] == k for phase in checks.values() for c in phase)]
+    rows = []
+    for key in keys:
+        cells = []
+        for phase in queries.PHASES:
+            found = next((c for c in checks[phase] if c["check"] == key), None)
+            cells.append(None if found is None else {
+                "phase": phase, "value_text": found["value_text"],
+                "verdict": found["verdict"], "explanation": found["explanation"]})
+        rows.append({"check": key, "label": str(CHECK_SHORT.get(key, key)), "cells": cells})
+    return rows
+
+
+def progress_view(soak: Soak) -> dict:
+    """``queries.soak_progress`` plus display texts: ``elapsed_text``, ``remaining_text``,
+    ``plan_elapsed_text``, ``plan_duration_text``, ``plan_remaining_text``, ``compressed``
+    (bool), ``percent_text``, ``percent_width`` (0 … 100, for the bar)."""
+    p = queries.soak_progress(soak)
+    plan_remaining = p["remaining_s"] * p["time_compression"]
+    return {**p, "compressed": p["time_compression"] > 1,
+            "elapsed_text": duration_text(p["loaded_s"]),
+            "remaining_text": duration_text(p["remaining_s"]),
+            "duration_text": duration_text(p["duration_s"]),
+            "plan_elapsed_text": duration_text(p["plan_elapsed_s"]),
+            "plan_remaining_text": duration_text(plan_remaining),
+            "plan_duration_text": duration_text(p["plan_duration_s"]),
+            "paused_text": duration_text(p["paused_s"]),
+            "percent_text": f"{p['percent']:.0f} %",
+            "percent_width": f"{min(max(p['percent'], 0.0), 100.0):.1f}"}
+
+
+def decision_view(soak: Soak) -> dict | None:
+    """The recorded G4 decision: ``{"outcome", "sentence", "decided_at", "report_id",
+    "stop_reason"}``, or None before it."""
+    try:
+        decision = soak.gate_run.decision
+    except ObjectDoesNotExist:
+        return None
+    try:
+        report = decision.report
+    except ObjectDoesNotExist:
+        report = None
+    return {"outcome": decision.outcome, "sentence": decision.sentence,
+            "decided_at": decision.decided_at, "report_id": report.id if report else None,
+            "stop_reason": soak.stop_reason}
+
+
+def soak_view(soak: Soak) -> dict:
+    """Everything the soak page shows (see the module doc); ``over`` True when the soak's
+    state will not change any more."""
+    soak.refresh_from_db()
+    simulated = is_simulated(soak)
+    plan = soak.plan
+    return {
+        "soak": soak, "state": soak.state, "over": soak.state in OVER,
+        "simulated": simulated, "progress": progress_view(soak),
+        "checks": check_rows(soak), "correctness": correctness_latest(soak),
+        "charts": soak_charts(soak, simulated=simulated),
+        "faults": fault_table(soak), "gaps": queries.soak_gaps(soak),
+        "events": queries.soak_events(soak, limit=200),
+        "decision": decision_view(soak),
+        "plan_summary": plan_summary(plan), "plan_sha256": soak.plan_sha256,
+        "abort": {"by": soak.abort_requested_by, "at": soak.abort_requested_at,
+                  "reason": soak.abort_reason} if soak.abort_requested_at else None,
+        "error": soak.error,
+    }
+
+
+def plan_summary(plan: dict) -> list[tuple[str, str]]:
+    """The plan in a few lines a person reads: ``[(label, text)]``."""
+    load = plan["load"]
+    rows = [
+        (_("duration"), duration_text(plan["duration_s"])),
+        (_("time compression"), _("×%(f)s (lab: %(real)s real)") % {
+            "f": f"{plan['time_compression']:g}",
+            "real": duration_text(real_s(plan, plan["duration_s"]))}
+         if float(plan["time_compression"]) > 1 else _("none (real time)")),
+        (_("load"), _("%(rate)s req/s at concurrency %(c)s, windows of %(w)s, model %(m)s")
+         % {"rate": f"{load['request_rate']:g}", "c": load["concurrency"],
+            "w": duration_text(load["window_s"]), "m": load["model"]}),
+        (_("sampling"), _("every %(s)s") % {"s": duration_text(plan["sampling_s"])}),
+        (_("correctness probe"), _("%(n)s prompts every %(s)s at temperature 0") % {
+            "n": len(plan["correctness"]["prompts"]),
+            "s": duration_text(plan["correctness"]["every_s"])}),
+        (_("steady state"), _("baseline from the first %(n)s windows; %(b)s before and %(a)s "
+                              "after each fault") % {
+            "n": plan["steady_state"]["baseline_windows"],
+            "b": duration_text(plan["steady_state"]["before_s"]),
+            "a": duration_text(plan["steady_state"]["after_s"])}),
+    ]
+    for fault in plan["faults"]:
+        rows.append((_("fault %(name)s") % {"name": fault["name"]},
+                     _("%(kind)s on %(node)s (%(target)s) at %(start)s for %(len)s") % {
+                         "kind": fault["kind"], "node": fault["node"],
+                         "target": _target_text(fault["kind"], fault.get("target") or {}),
+                         "start": duration_text(fault["start_s"]),
+                         "len": duration_text(fault["duration_s"])}))
+    return rows
+
+
+def when_text(at: datetime | None) -> str:
+    """``2026-11-30 13:04:05 UTC`` or ``—``."""
+    return f"{at:%Y-%m-%d %H:%M:%S} UTC" if at else "—"
