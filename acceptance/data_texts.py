@@ -43,6 +43,13 @@ CRITERION_DESCRIPTIONS = (
     _('Continuous load held for 72 h'),
     _('No failed request during any fault window'),
     _('Correctness probes match the known-good answers'),
+    _('No failed request, in steady state and before, during and after every fault'),
+    _('No gap between successful completions longer than 60 s'),
+    # xgettext:no-python-format
+    _('TTFT p99 at most 25 % above the pre-fault baseline'),
+    # xgettext:no-python-format
+    _('Output throughput at most 10 % below the pre-fault baseline'),
+    _('Every planned fault was injected and healed'),
 )
 SCENARIO_DESCRIPTIONS = (
     # xgettext:no-python-format
