@@ -28,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from acceptance.data_texts import data_text
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, role_of
 from gates.models import Decision, Gate
@@ -68,6 +69,10 @@ def _display_command(run) -> str:
 
 def _charts(gate_run: GateRun) -> list:
     from runners.pages import run_results
+    from runners.soak.models import Soak
+
+    if Soak.objects.filter(gate_run=gate_run).exists():
+        return []  # a soak's time series are drawn by its own section (soak_section)
 
     try:
         return list(run_results(gate_run)["charts"])
@@ -82,12 +87,14 @@ def _section(decision: Decision) -> GateSection:
     criteria = [
         CriterionRow(
             metric=v.criterion_snapshot["metric"],
-            description=v.criterion_snapshot["description"],
+            # texts of the default criteria in the report's language; edited ones as written
+            description=data_text(v.criterion_snapshot["description"]),
             operator_text=v.criterion_snapshot["requirement"],
             # measurement_text carries the unit in the form people read (GB/s, %, s).
             measured_text="—" if v.measured_value is None
             else measurement_text(v.measured_value, v.unit),
-            unit="", reference_source=v.criterion_snapshot["source"], verdict=v.verdict,
+            unit="", reference_source=data_text(v.criterion_snapshot["source"]),
+            verdict=v.verdict,
             explanation=v.explanation,
         )
         for v in decision.verdicts.all()

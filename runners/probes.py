@@ -32,9 +32,10 @@ TRACK_SCRIPT = (
 )
 # Kills the probe's process group and confirms nothing of it is left: prints "gone" (exit 0),
 # "absent" (exit 0: it had already ended), or exit 1 if it survived SIGKILL. $1 pid file. A
-# command that has just started may not have written its pid yet: wait up to 3 s for it.
+# command that has just started may not have written its pid yet: wait up to 10 s for it (on a
+# loaded node the shell that writes it can lag the probe it started by seconds).
 KILL_SCRIPT = (
-    'f=$1; i=0; while [ ! -s "$f" ] && [ "$i" -lt 30 ]; do i=$((i+1)); sleep 0.1; done; '
+    'f=$1; i=0; while [ ! -s "$f" ] && [ "$i" -lt 100 ]; do i=$((i+1)); sleep 0.1; done; '
     '[ -s "$f" ] || { echo absent; exit 0; }; p=$(cat "$f"); '
     'kill -TERM -- "-$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; i=0; '
     'while kill -0 -- "-$p" 2>/dev/null || kill -0 "$p" 2>/dev/null; do i=$((i+1)); '

@@ -66,6 +66,10 @@ MIN_REAL_WINDOW_S = 0.5
 MIN_REAL_SAMPLING_S = 0.2
 
 
+PLAN_KEYS = frozenset({"duration_s", "time_compression", "sampling_s", "load", "correctness",
+                       "steady_state", "faults"})
+
+
 class SoakPlanError(ValueError):
     """The plan is malformed; the message names the field (dotted path) and the rule."""
 
@@ -120,6 +124,10 @@ def plan_validate(plan: Any) -> dict:
     if not isinstance(plan, dict):
         raise SoakPlanError("soak plan: must be a JSON object")
     plan = copy.deepcopy(plan)
+    unknown = sorted(set(plan) - PLAN_KEYS)
+    if unknown:  # a misspelt key would otherwise be stored and silently ignored
+        raise SoakPlanError(f"soak plan: unknown key {unknown[0]!r}; the keys are "
+                            f"{', '.join(sorted(PLAN_KEYS))}")
     duration = _number(plan, "duration_s", 60, 30 * 24 * 3600)
     factor = _number(plan, "time_compression", 1, 1_000_000)
     sampling = _number(plan, "sampling_s", 1, 24 * 3600)

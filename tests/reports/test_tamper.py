@@ -189,7 +189,7 @@ def test_the_countersign_command_writes_a_new_file(signed_g1_pdf, customer_dir, 
     out = StringIO()
     call_command("countersign_report", str(source), "--pkcs12", str(customer_dir / "signer.p12"),
                  "--passphrase-file", str(customer_dir / "signer.pass"), "--out", str(out_path),
-                 stdout=out)
+                 "--trust-root", str(roots_path(roots, tmp_path)), stdout=out)
     assert out.getvalue().strip() == f"countersigned: {out_path}"
     data = out_path.read_bytes()
     assert data.startswith(signed_g1_pdf)
@@ -198,6 +198,41 @@ def test_the_countersign_command_writes_a_new_file(signed_g1_pdf, customer_dir, 
                                  "--customer-cert", str(customer_dir / "ca.pem"))
     assert code == 0, text
     assert "signature 2: field CustomerSignature" in text
+
+
+@pytest.mark.parametrize("damage", ["changed byte", "unsigned", "untrusted"])
+def test_the_countersign_command_refuses_a_report_that_does_not_verify(
+        damage, signed_g1_pdf, g1_pdf, customer_dir, tmp_path, roots):
+    from django.core.management.base import CommandError
+
+    data = {"changed byte": _flip_middle(signed_g1_pdf), "unsigned": g1_pdf,
+            "untrusted": signed_g1_pdf}[damage]
+    source = tmp_path / "report.pdf"
+    source.write_bytes(data)
+    # "untrusted": the customer names only their own CA as the vendor's root.
+    trust = customer_dir / "ca.pem" if damage == "untrusted" else roots_path(roots, tmp_path)
+    with pytest.raises(CommandError, match="does not verify, nothing countersigned"):
+        call_command("countersign_report", str(source), "--pkcs12",
+                     str(customer_dir / "signer.p12"), "--passphrase-file",
+                     str(customer_dir / "signer.pass"), "--out", str(tmp_path / "o.pdf"),
+                     "--trust-root", str(trust))
+    assert not (tmp_path / "o.pdf").exists()
+
+
+def test_the_countersign_command_refuses_an_out_path_in_a_missing_directory(
+        signed_g1_pdf, customer_dir, tmp_path):
+    from django.core.management.base import CommandError
+
+    source = tmp_path / "signed.pdf"
+    source.write_bytes(signed_g1_pdf)
+    with pytest.raises(CommandError, match="is not a directory"):
+        call_command("countersign_report", str(source), "--pkcs12",
+                     str(customer_dir / "signer.p12"), "--out", str(tmp_path / "no" / "o.pdf"))
+
+
+def _flip_middle(data: bytes) -> bytes:
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:]
 
 
 def roots_path(roots, tmp_path: Path) -> Path:

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from gates.models import Decision
+from reports.services import report_context
 from runners.models import Measurement, ProbeRun
 from runners.soak import queries
 from runners.soak.models import FaultWindow, Soak
@@ -81,6 +82,7 @@ def test_it_passes_a_compressed_soak_with_both_faults_and_the_samples_to_show_it
     # The signed G4 report carries the soak: its charts and the per-fault table.
     text = report_text(decision)
     assert "G4 soak: load, faults and steady state" in text
+    assert report_context(decision).charts == []  # no per-window bars under a G2 caption
     assert "drive-out" in text and "link-down" in text
     assert soak.plan_sha256[:12] in text.replace("\n", "")
 

@@ -50,6 +50,7 @@ def test_it_compresses_time_for_the_lab():
      "faults[1].target.interface"),
     (lambda p: p["faults"][1].update(start_s=72 * 3600 - 10), "ends after the soak"),
     (lambda p: p["correctness"].update(prompts=[]), "correctness.prompts"),
+    (lambda p: p.update(duraton_s=60), "unknown key 'duraton_s'"),
 ])
 def test_it_refuses_a_bad_plan_naming_the_field(change, named):
     plan = copy.deepcopy(G4_SOAK_PLAN)

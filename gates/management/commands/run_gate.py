@@ -96,8 +96,8 @@ class Command(BaseCommand):
             if node:
                 latest = gate_obj.runs.order_by("-attempt").first()
                 if latest is None:
-                    self.fail(f"refused: {gate_obj.code} has no attempt yet to re-run "
-                              f"{node} of")
+                    self.fail(f"refused: {gate_obj.code} has no attempt yet, so there is "
+                              f"nothing to re-run {node} in; run the whole gate first")
                 gate_run = gate_run_rerun_node(gate_run=latest, node_name=node,
                                                started_by=started_by, reason=reason,
                                                confirmed=confirm, probe_timeouts=timeouts)

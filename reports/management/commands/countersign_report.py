@@ -14,7 +14,14 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reports.signing import CUSTOMER_SIGNATURE_FIELD, SigningSetupError, load_signer, sign_pdf
+from reports.signing import (
+    CUSTOMER_SIGNATURE_FIELD,
+    SigningSetupError,
+    load_signer,
+    sign_pdf,
+    trust_roots,
+    verify_pdf,
+)
 
 
 class Command(BaseCommand):
@@ -29,6 +36,10 @@ class Command(BaseCommand):
                                  "(default COUNTERSIGN_PASSPHRASE)")
         parser.add_argument("--out", required=True, help="where to write the countersigned PDF")
         parser.add_argument("--reason", default="Customer countersignature: decision approved")
+        parser.add_argument(
+            "--trust-root", action="append", dest="trust_roots", metavar="PEM",
+            help="vendor certificate the report must verify against before it is countersigned "
+                 "(repeatable); default: REPORT_TRUST_ROOTS or the dev CA")
         parser.add_argument("--tsa-url", default="",
                             help="RFC 3161 timestamp authority (default: none)")
 
@@ -42,6 +53,18 @@ class Command(BaseCommand):
             raise CommandError(f"{source} is not a PDF file")
         if out.exists():
             raise CommandError(f"{out} exists; name a new file")
+        if not out.parent.is_dir():
+            raise CommandError(f"{out.parent} is not a directory; name a file in one")
+        # Never put a signature on a report that does not verify (changed, unsigned, untrusted):
+        # it would vouch for a document the vendor's signature no longer covers.
+        try:
+            roots = trust_roots(paths=options["trust_roots"])  # type: ignore[arg-type]
+        except SigningSetupError as e:
+            raise CommandError(str(e)) from None
+        check = verify_pdf(data, roots=roots)
+        if not check.valid:
+            raise CommandError(f"{source} does not verify, nothing countersigned: "
+                               f"{check.summary}")
         passphrase = None
         if options["passphrase_file"]:
             try:
