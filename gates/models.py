@@ -53,6 +53,12 @@ class Gate(models.Model):
     def due_date(self):
         return self.engagement.start_date + timedelta(weeks=self.due_week)
 
+    @property
+    def is_soak(self) -> bool:
+        """True when the probe plan is a soak (a step ``{"expand": "soak", ...}``, G4 by
+        default): data decides, not the gate code. A soak starts only as a soak."""
+        return any(step.get("expand") == "soak" for step in self.probe_plan)
+
     def previous_gates(self):
         return self.engagement.gates.filter(order__lt=self.order)
 

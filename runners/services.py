@@ -90,7 +90,9 @@ class ConfirmationRequired(GateRefused):
     decision replaces the pass as the gate's standing (and may stop the engagement)."""
 
 
-def _passed_rerun_check(*, gate: Gate, reason: str, confirmed: bool) -> None:
+def passed_rerun_check(*, gate: Gate, reason: str, confirmed: bool) -> None:
+    """Raise ConfirmationRequired when ``gate`` has passed and its re-run (any kind: all nodes,
+    one node, a soak) is not confirmed with a reason; nothing to check for other gates."""
     if gate.state != Gate.State.PASSED:
         return
     if not confirmed:
@@ -104,7 +106,9 @@ def _passed_rerun_check(*, gate: Gate, reason: str, confirmed: bool) -> None:
             "trail).") % {"gate": gate.code})
 
 
-def _passed_rerun_audit(*, gate: Gate, gate_run: GateRun, actor: str, reason: str) -> None:
+def passed_rerun_audit(*, gate: Gate, gate_run: GateRun, actor: str, reason: str) -> None:
+    """Record in the audit trail that ``actor`` re-ran passed ``gate`` as ``gate_run`` and why,
+    naming the decision the new attempt may replace."""
     decision = gate.decisions.order_by("-decided_at", "-id").first()
     AuditEntry.objects.create(
         engagement=gate.engagement, actor=actor, action="passed gate re-run", reason=reason,
@@ -146,11 +150,11 @@ def gate_run_start(*, gate: Gate, started_by: str,
     Gate.objects.select_for_update().get(pk=gate.pk)
     gate.refresh_from_db()
     gate_check_runnable(gate=gate)
-    if any(step.get("expand") == "soak" for step in gate.probe_plan):
+    if gate.is_soak:
         raise GateRefused(_("%(gate)s is a soak: start it from its soak plan page or with "
                             "run_gate, not as a run of node probes.") % {"gate": gate.code})
     reason = (reason or "").strip()
-    _passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
+    passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
     engagement = gate.engagement
     roles = _roles_needed(gate)
     nodes = list(engagement.nodes.filter(role__in=roles).order_by("name"))
@@ -162,7 +166,7 @@ def gate_run_start(*, gate: Gate, started_by: str,
     gate_run = _gate_run_create(gate=gate, started_by=started_by, probe_timeouts=probe_timeouts,
                                 reason=reason)
     if gate.state == Gate.State.PASSED:
-        _passed_rerun_audit(gate=gate, gate_run=gate_run, actor=started_by, reason=reason)
+        passed_rerun_audit(gate=gate, gate_run=gate_run, actor=started_by, reason=reason)
     NodeJob.objects.bulk_create(NodeJob(gate_run=gate_run, node=node) for node in nodes)
     transaction.on_commit(lambda: node_jobs_dispatch(gate_run_id=gate_run.id))
     return gate_run
@@ -241,7 +245,7 @@ def gate_run_rerun_node(*, gate_run: GateRun, node_name: str, started_by: str, r
                             "so theirs must be complete; it is not for %(nodes)s. Re-run the "
                             "whole gate instead.") % {"where": where,
                                                       "nodes": "; ".join(incomplete)})
-    _passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
+    passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
     new = _gate_run_create(gate=gate, started_by=started_by, probe_timeouts=probe_timeouts,
                            reason=reason, rerun_of=previous, rerun_node=target.node)
     NodeJob.objects.create(gate_run=new, node=target.node)
@@ -260,7 +264,7 @@ def gate_run_rerun_node(*, gate_run: GateRun, node_name: str, started_by: str, r
                  "carried": {job.node.name: _origin(job).gate_run_id for job in others}},
     )
     if gate.state == Gate.State.PASSED:
-        _passed_rerun_audit(gate=gate, gate_run=new, actor=started_by, reason=reason)
+        passed_rerun_audit(gate=gate, gate_run=new, actor=started_by, reason=reason)
     transaction.on_commit(lambda: node_jobs_dispatch(gate_run_id=new.id))
     return new
 

@@ -227,7 +227,7 @@ def gate_run_launch(request, name: str, code: str):
     _require_engineer(request.user)
     engagement = engagement_for(request.user, name)
     gate = _gate_of(engagement, code)
-    if any(step.get("expand") == "soak" for step in gate.probe_plan):
+    if gate.is_soak:
         # A soak (G4) starts from its plan page (targets, plan, workers), never as node probes.
         return redirect("soak-plan", name=engagement.name, code=gate.code)
     # A gate that has passed runs again only when confirmed with a reason (audited).

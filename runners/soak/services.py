@@ -58,9 +58,9 @@ from runners.parsers import parse_output
 from runners.parsers.base import ParseError
 from runners.services import (
     RESULT_ROOT,
-    _passed_rerun_audit,
-    _passed_rerun_check,
     node_target,
+    passed_rerun_audit,
+    passed_rerun_check,
 )
 from runners.soak import commands, steady
 from runners.soak.models import (
@@ -108,11 +108,6 @@ def soak_plan_of(gate: Gate) -> dict:
         if step.get("expand") == "soak":
             return plan_validate(step.get("soak"))
     raise SoakRefused(f"{gate.code}: its plan has no soak step")
-
-
-def gate_is_soak(gate: Gate) -> bool:
-    """True when ``gate``'s plan is a soak (G4 by default); data decides, not the gate code."""
-    return any(step.get("expand") == "soak" for step in gate.probe_plan)
 
 
 # --- guard rails -------------------------------------------------------------------------
@@ -215,7 +210,7 @@ def soak_start(*, gate: Gate, started_by: str, reason: str = "",
     gate.refresh_from_db()
     gate_check_runnable(gate=gate)
     reason = (reason or "").strip()
-    _passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
+    passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
     plan = soak_plan_of(gate)
     agents = list(gate.engagement.nodes.filter(role="inference").order_by("name"))
     if not agents:
@@ -229,7 +224,7 @@ def soak_start(*, gate: Gate, started_by: str, reason: str = "",
     gate_run = GateRun.objects.create(gate=gate, attempt=attempt, started_by=started_by,
                                       state=GateRun.State.RUNNING, reason=reason)
     if gate.state == Gate.State.PASSED:
-        _passed_rerun_audit(gate=gate, gate_run=gate_run, actor=started_by, reason=reason)
+        passed_rerun_audit(gate=gate, gate_run=gate_run, actor=started_by, reason=reason)
     token = secrets.token_hex(8)
     soak = Soak.objects.create(gate_run=gate_run, plan=plan, plan_sha256=plan_sha256(plan),
                                time_compression=float(plan["time_compression"]),
@@ -1150,6 +1145,6 @@ def _decide(soak: Soak, gate_run: GateRun):
     return decision
 
 
-__all__ = ["SoakPlanError", "SoakRefused", "fault_target_mark", "gate_is_soak", "soak_abort",
+__all__ = ["SoakPlanError", "SoakRefused", "fault_target_mark", "soak_abort",
            "soak_checks_update", "soak_drive", "soak_evaluate", "soak_figures", "soak_pause",
            "soak_recover", "soak_resume", "soak_start"]

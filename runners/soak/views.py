@@ -34,7 +34,6 @@ from runners.soak.models import FaultTarget, Soak
 from runners.soak.plan import SoakPlanError, plan_sha256
 from runners.soak.services import (
     fault_target_mark,
-    gate_is_soak,
     soak_abort,
     soak_pause,
     soak_plan_of,
@@ -73,7 +72,7 @@ def _soak_gate(user, name: str, code: str) -> Gate:
     (also for a gate whose plan is not a soak)."""
     engagement = engagement_for(user, name)
     gate = get_object_or_404(engagement.gates, code=code.upper())
-    if not gate_is_soak(gate):
+    if not gate.is_soak:
         raise Http404("this gate is not a soak")
     return gate
 

@@ -20,7 +20,7 @@ from runners.plans import node_steps
 from runners.probes import PROBES
 from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
 from runners.soak.plan import SoakPlanError
-from runners.soak.services import gate_is_soak, soak_recover, soak_start
+from runners.soak.services import soak_recover, soak_start
 from runners.templatetags.units import measurement_text
 
 EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
@@ -75,7 +75,7 @@ class Command(BaseCommand):
             self.fail(f"error: no engagement named {engagement!r}")
         try:
             gate_obj = gate_get(engagement=found, code=gate)
-            if gate_is_soak(gate_obj):
+            if gate_obj.is_soak:
                 if timeouts:
                     self.fail(f"error: --probe-timeout does not apply to {gate_obj.code}: a "
                               f"soak's times come from its plan")

@@ -20,7 +20,6 @@ from runners.soak.plan import plan_sha256
 from runners.soak.services import (
     SoakRefused,
     fault_target_mark,
-    gate_is_soak,
     soak_abort,
     soak_pause,
     soak_plan_of,
@@ -55,7 +54,7 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"no engagement named {engagement!r}")
         if action == "plan":
-            gate = next((g for g in found.gates.all() if gate_is_soak(g)), None)
+            gate = next((g for g in found.gates.all() if g.is_soak), None)
             if gate is None:
                 raise CommandError(f"engagement {found.name} has no soak gate")
             try:
