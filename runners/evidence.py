@@ -28,11 +28,10 @@ from acceptance.models import Node
 from gates.models import Gate
 from gates.services import gate_check_runnable
 from runners import services
-from runners.lab.scenarios import SIMULATED_MARKER
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.parsers import PARSERS
 from runners.plans import node_steps
-from runners.probes import Probe, ProbeParameterError, probe
+from runners.probes import SIMULATED_MARKER, Probe, ProbeParameterError, probe
 
 FORMAT = "acceptance-evidence/1"
 MAX_BUNDLE_BYTES = 256 << 20  # compressed archive

@@ -21,6 +21,9 @@ from typing import Any
 KILL_AFTER_S = 10  # grace between timeout's TERM and KILL on the node
 RUNS_DIR = "/tmp/acctest-runs"  # noqa: S108 (on the node: pid files of running probes)
 TOKEN = re.compile(r"[a-z0-9-]{1,64}")
+# What a stand-in tool writes to stderr: output so marked is simulated evidence, shown as such and
+# never deciding a customer engagement. Every road into the ledger (runners.intake) looks for it.
+SIMULATED_MARKER = "acceptance-lab: simulated output"
 
 # Runs the probe's command in the background so its pid is known, records it, waits, and
 # removes the record. GNU timeout makes itself a process-group leader (setpgid), so that pid is

@@ -27,13 +27,12 @@ from acceptance.models import AuditEntry, Engagement, Node
 from gates import evaluation
 from gates.models import Gate
 from gates.services import GateRefused, decision_record, gate_check_runnable
-from runners.lab.scenarios import SIMULATED_MARKER
 from runners.live import OUTPUT_CAP_BYTES, OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, OutputChunk, ProbeRun
 from runners.parsers import PARSERS, parse_output
 from runners.parsers.base import ParseError
 from runners.plans import node_steps
-from runners.probes import Probe, ProbeParameterError, kill_command, probe
+from runners.probes import SIMULATED_MARKER, Probe, ProbeParameterError, kill_command, probe
 from runners.transport import (
     CommandCancelled,
     CommandTimeout,

@@ -96,10 +96,11 @@ import copy
 import json
 from pathlib import Path
 
+from runners.probes import SIMULATED_MARKER
+
 #: Every stand-in writes this (followed by `` (scenario NAME)``) as one line to stderr; the runner
 #: searches stderr for it to label the evidence as simulated. Real tools passed through (fio on a
 #: real scratch file) do not write it.
-SIMULATED_MARKER = "acceptance-lab: simulated output"
 
 #: Environment variable naming the scenario JSON file a stand-in reads.
 SCENARIO_ENV = "ACCEPTANCE_LAB_SCENARIO"

@@ -51,11 +51,11 @@ from gates.services import (
     decision_record,
     gate_check_runnable,
 )
-from runners.lab.scenarios import SIMULATED_MARKER
 from runners.live import cancel_requested
 from runners.models import GateRun, Measurement, ProbeRun
 from runners.parsers import parse_output
 from runners.parsers.base import ParseError
+from runners.probes import SIMULATED_MARKER
 from runners.services import (
     RESULT_ROOT,
     node_target,
