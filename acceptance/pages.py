@@ -31,11 +31,11 @@ from acceptance.data_texts import (
     stopped_reason_text,
 )
 from acceptance.models import ENGAGEMENT_WEEKS, BomItem, Engagement, Organisation
+from acceptance.units import measurement_text
 from gates import evaluation
 from gates.models import Criterion, Decision, Gate
 from gates.services import EDITABLE_BY_OPERATOR, criterion_spec
 from runners.models import GateRun
-from runners.templatetags.units import measurement_text
 
 # The default gates' names (gates.defaults), marked so they are translated where shown.
 GATE_NAMES = (gettext_noop("Arrival acceptance"), gettext_noop("Single-node baseline"),

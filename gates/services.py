@@ -15,10 +15,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from acceptance.models import AuditEntry, BomItem, Engagement, Organisation
+from acceptance.units import measurement_text
 from gates import evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
-from runners.templatetags.units import measurement_text
 
 SERVICE_ACTOR = "acceptance service (automatic evaluation)"
 CRITERION_FIELDS = (

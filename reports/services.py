@@ -31,6 +31,7 @@ from django.utils.translation import gettext as _
 from acceptance.data_texts import data_text
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, role_of
+from acceptance.units import measurement_text
 from gates.models import Decision, Gate
 from reports.context import (
     AuditRow,
@@ -49,7 +50,6 @@ from reports.signing import sign_pdf, verify_pdf
 from runners.models import GateRun
 from runners.probes import PROBES
 from runners.services import evidence_probe_runs
-from runners.templatetags.units import measurement_text
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
 

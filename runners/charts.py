@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from django.utils.translation import gettext as _
 
-from runners.templatetags.units import measurement_text
+from acceptance.units import measurement_text
 
 WIDTH = 380
 LABEL_W = 112  # room for a group label such as "lab-inference-12"

@@ -17,11 +17,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from acceptance.data_texts import data_text, decision_sentence_text, explanation_text
+from acceptance.units import measurement_text
 from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
 from runners import charts
 from runners.live import output_read
 from runners.models import GateRun, NodeJob, ProbeRun
-from runners.templatetags.units import measurement_text
 
 OVER = (GateRun.State.DONE, GateRun.State.FAILED, GateRun.State.CANCELLED)
 LOG_BUDGET_PAGE = 256 << 10  # bytes of log the first page load carries

@@ -24,13 +24,13 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from acceptance.units import measurement_text
 from gates import evaluation
 from gates.services import criterion_spec
 from runners.models import Measurement
 from runners.soak import charts, queries
 from runners.soak.models import Soak
 from runners.soak.plan import real_s
-from runners.templatetags.units import measurement_text
 
 #: Soak states after which nothing changes any more (the page stops polling).
 OVER = (Soak.State.DONE, Soak.State.ABORTED, Soak.State.FAILED)

@@ -13,6 +13,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from acceptance.models import Engagement
+from acceptance.units import measurement_text
 from gates.services import GateRefused, gate_get
 from runners.control import recover_lost_jobs
 from runners.models import GateRun
@@ -21,7 +22,6 @@ from runners.probes import PROBES
 from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
 from runners.soak.plan import SoakPlanError
 from runners.soak.services import soak_recover, soak_start
-from runners.templatetags.units import measurement_text
 
 EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
 
