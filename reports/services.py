@@ -47,6 +47,7 @@ from reports.context import (
 from reports.models import CustomerCertificate, Report, ReportDownload, SignOff
 from reports.render import django_language, render_gate_report_pdf
 from reports.signing import sign_pdf, verify_pdf
+from runners.charts import gate_run_charts
 from runners.models import GateRun
 from runners.probes import PROBES
 from runners.services import evidence_probe_runs
@@ -68,14 +69,11 @@ def _display_command(run) -> str:
 
 
 def _charts(gate_run: GateRun) -> list:
-    from runners.pages import run_results
-    from runners.soak.models import Soak
-
-    if Soak.objects.filter(gate_run=gate_run).exists():
+    if hasattr(gate_run, "soak"):
         return []  # a soak's time series are drawn by its own section (soak_section)
 
     try:
-        return list(run_results(gate_run)["charts"])
+        return gate_run_charts(gate_run)
     except Exception:  # a chart is an illustration: its absence never blocks a report
         logger.exception("charts of gate run %s could not be drawn", gate_run.pk)
         return []

@@ -5,7 +5,8 @@ A chart is plain geometry — bars, a reference line, axis ticks — computed he
 stays readable on a phone. Which figures make which chart is :func:`run_charts`: TTFT p50 of the
 local-NVMe baseline against the array tier (G3: by round; G2: per node against R2), bandwidth per
 node (fio ``read_bandwidth``, RDMA ``rx_bandwidth`` and the aggregate) against the line rate, and
-line efficiency per node against the 83 % line.
+line efficiency per node against the 83 % line; :func:`gate_run_charts` reads a gate run's
+evidence and criteria and draws them (no URLs: the run page and the report both use it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from dataclasses import dataclass, field
 from django.utils.translation import gettext as _
 
 from acceptance.units import measurement_text
+from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
+from runners.models import GateRun
+from runners.services import evidence_measurements, evidence_probe_runs
 
 WIDTH = 380
 LABEL_W = 112  # room for a group label such as "lab-inference-12"
@@ -193,7 +197,7 @@ def chart_value_text(value: float, unit: str) -> str:
 
 @dataclass(frozen=True)
 class Figure:
-    """A measurement as the charts need it (the view passes these; no ORM here)."""
+    """A measurement as the charts need it (``gate_run_charts`` reads them from the ledger)."""
 
     metric: str
     value: float
@@ -299,6 +303,32 @@ def run_charts(figures: Iterable[Figure], *, line_threshold: float,
     charts = [ttft_chart(figures, ttft_reference_s), bandwidth_chart(figures),
               line_efficiency_chart(figures, line_threshold)]
     return [c for c in charts if c is not None]
+
+
+def gate_run_charts(gate_run: GateRun) -> list[Chart]:
+    """The charts of ``gate_run``'s evidence (its own and what a per-node re-run carries),
+    drawn against the gate's own criteria: the line-efficiency threshold and the TTFT
+    reference (R2 by default when the gate judges TTFT p50 without one)."""
+    threshold = LINE_EFFICIENCY_MIN
+    reference_s = None
+    criteria = list(gate_run.gate.criteria.all())
+    for criterion in criteria:
+        if criterion.metric == "line_efficiency" and criterion.threshold is not None:
+            threshold = criterion.threshold
+        if criterion.metric == "ttft_p50" and criterion.reference_value is not None:
+            reference_s = criterion.reference_value
+    if reference_s is None and any(c.metric == "ttft_p50" for c in criteria):
+        reference_s = R2_LOCAL_NVME_C16_TTFT_P50_S
+    simulated_runs = set(evidence_probe_runs(gate_run).filter(simulated=True).values_list(
+        "id", flat=True))
+    lab = gate_run.gate.engagement.is_lab
+    figures = [
+        Figure(m.metric, m.value, m.unit, m.node.name if m.node else "", m.labels, m.derived,
+               lab or m.probe_run_id in simulated_runs)
+        for m in evidence_measurements(gate_run).select_related("node").order_by(
+            "metric", "node__name", "id")
+    ]
+    return run_charts(figures, line_threshold=threshold, ttft_reference_s=reference_s)
 
 
 def _round_key(text: str) -> tuple[int, str]:

@@ -3,8 +3,9 @@
 ``run_status`` — the gate run, each node job and its probe runs with state, progress and errors;
 ``log_advance`` — the run's output from the byte offsets a browser holds, probe run after probe
 run, so a page can keep appending to its log without reloading (the same reading as
-``manage.py tail_run --gate-run``); ``run_results`` — the decision, every measurement in the
-units people read, and the charts.
+``manage.py tail_run --gate-run``); ``run_results`` — the decision (``gates.presentation``
+verdict rows), every measurement (``runners.presentation`` rows) and the charts
+(``runners.charts.gate_run_charts``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from acceptance.data_texts import data_text, decision_sentence_text, explanation_text
-from acceptance.units import measurement_text
-from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
+from acceptance.data_texts import decision_sentence_text
+from gates.presentation import verdict_row
 from runners import charts
+from runners.forms import ROLE_CHOICES
 from runners.live import output_read
 from runners.models import GateRun, NodeJob, ProbeRun
+from runners.presentation import measurement_row
+from runners.services import evidence_measurements, evidence_probe_runs
 
 OVER = (GateRun.State.DONE, GateRun.State.FAILED, GateRun.State.CANCELLED)
 LOG_BUDGET_PAGE = 256 << 10  # bytes of log the first page load carries
@@ -131,9 +134,6 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
     """One row per node job (and one for evidence the service holds, such as the BOM), each
     with its probe runs in the order they started. In a per-node re-run, the nodes whose
     evidence is carried show the probe runs of the attempt that ran them, and say so."""
-    from runners.forms import ROLE_CHOICES
-    from runners.services import evidence_probe_runs
-
     roles = dict(ROLE_CHOICES)
     rows: dict[int | None, NodeRow] = {}
     service = ProbeRun.objects.filter(gate_run=gate_run, node__isnull=True).order_by("id")
@@ -311,76 +311,23 @@ def log_advance(gate_run: GateRun, cursor: LogCursor,
 # --- results: decision, measurements, charts -------------------------------------------------
 
 
-@dataclass
-class VerdictRow:
-    metric: str
-    description: str
-    requirement: str
-    measured: str
-    verdict: str
-    verdict_text: str
-    explanation: str
-
-
-@dataclass
-class MeasurementRow:
-    metric: str
-    node: str
-    labels: str
-    value: str
-    derived: bool
-    simulated: bool
-    carried: str = ""  # "carried from attempt #1": evidence of an earlier attempt, by reference
-
-
-def _labels_text(labels: dict) -> str:
-    return " · ".join(f"{k} {v}" for k, v in sorted(labels.items()))
-
-
 def run_results(gate_run: GateRun) -> dict:
     """The decision with every criterion's verdict, the measurements and the charts."""
     decision = getattr(gate_run, "decision", None) if gate_run.state == "done" else None
-    verdicts = []
-    threshold = LINE_EFFICIENCY_MIN
-    reference_s = None
-    criteria = list(gate_run.gate.criteria.all())
-    for criterion in criteria:
-        if criterion.metric == "line_efficiency" and criterion.threshold is not None:
-            threshold = criterion.threshold
-        if criterion.metric == "ttft_p50" and criterion.reference_value is not None:
-            reference_s = criterion.reference_value
-    if decision is not None:
-        for v in decision.verdicts.all():
-            snap = v.criterion_snapshot
-            verdicts.append(VerdictRow(
-                metric=snap["metric"], description=data_text(snap["description"]),
-                requirement=snap["requirement"],
-                measured="—" if v.measured_value is None else measurement_text(v.measured_value,
-                                                                                v.unit),
-                verdict=v.verdict, verdict_text=state_label(v.verdict),
-                explanation=explanation_text(v.explanation)))
-    from runners.services import evidence_measurements, evidence_probe_runs
-
+    verdicts = [verdict_row(v, words=STATE_LABELS) for v in decision.verdicts.all()] \
+        if decision is not None else []
     simulated_runs = set(evidence_probe_runs(gate_run).filter(simulated=True).values_list(
         "id", flat=True))
     lab = gate_run.gate.engagement.is_lab
     attempts = dict(gate_run.gate.runs.values_list("id", "attempt"))
-    figures, rows = [], []
-    for m in evidence_measurements(gate_run).select_related("node").order_by(
-            "metric", "node__name", "id"):
-        simulated = lab or m.probe_run_id in simulated_runs
-        node = m.node.name if m.node else ""
-        figures.append(charts.Figure(m.metric, m.value, m.unit, node, m.labels, m.derived,
-                                     simulated))
-        rows.append(MeasurementRow(metric=m.metric, node=node or "—",
-                                   labels=_labels_text(m.labels),
-                                   value=measurement_text(m.value, m.unit), derived=m.derived,
-                                   simulated=simulated,
-                                   carried="" if m.gate_run_id == gate_run.id else
-                                   _("carried from attempt #%(n)s") % {
-                                       "n": attempts.get(m.gate_run_id, "?")}))
-    if reference_s is None and any(c.metric == "ttft_p50" for c in criteria):
-        reference_s = R2_LOCAL_NVME_C16_TTFT_P50_S
+    rows = [
+        measurement_row(m, simulated=lab or m.probe_run_id in simulated_runs,
+                        carried="" if m.gate_run_id == gate_run.id else
+                        _("carried from attempt #%(n)s") % {
+                            "n": attempts.get(m.gate_run_id, "?")})
+        for m in evidence_measurements(gate_run).select_related("node").order_by(
+            "metric", "node__name", "id")
+    ]
     report = getattr(decision, "report", None) if decision is not None else None
     report_url = ""
     if report is not None:
@@ -394,8 +341,7 @@ def run_results(gate_run: GateRun) -> dict:
         "decision_sentence": decision_sentence_text(decision.sentence) if decision else "",
         "verdicts": verdicts,
         "measurements": rows,
-        "charts": charts.run_charts(figures, line_threshold=threshold,
-                                    ttft_reference_s=reference_s),
+        "charts": charts.gate_run_charts(gate_run),
         "report_name": report.path.rsplit("/", 1)[-1] if report else "",
         "report_sha256": report.sha256 if report else "",
         "report_url": report_url,

@@ -1,0 +1,74 @@
+"""One presentation of a criterion's verdict, shared by the pages, the API and the reports.
+
+A :class:`VerdictRow` is what any surface shows of one criterion as judged: what it measures,
+what it requires, what was measured (with its unit, as people read it), where the figure comes
+from, the verdict and its one-line explanation. The engagement page, the engineers' run page,
+the G4 soak's live checks and the gate report all show these rows; each surface puts the
+verdict in its own words (``verdict_word``: "met" on the engagement page, "PASS" in the
+report), because the same verdict reads differently to a customer and in a signed document.
+
+:func:`verdict_row` builds one from a stored ``gates.models.CriterionVerdict``; the soak builds
+its live check rows directly. Nothing here queries: the rows are plain frozen data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from acceptance.data_texts import data_text, explanation_text
+from acceptance.units import measured_text
+
+if TYPE_CHECKING:
+    from gates.models import CriterionVerdict
+
+#: Every verdict a row may carry: the evaluation's (``gates.evaluation``) and ``waiting``, a
+#: live soak check before its first judgement.
+VERDICTS: tuple[str, ...] = ("pass", "fail", "review", "insufficient", "unstable", "waiting")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerdictRow:
+    """One criterion with what was measured against it and the verdict."""
+
+    metric: str
+    description: str  # in the active language where it is one of the default criteria
+    requirement: str  # ">= 24", "0.29 … 0.4", "17.31 s ± 10 %"
+    measured_text: str  # "23", "12.50 GB/s", "0.880 (88.0 %)", "—": the unit included
+    verdict: str
+    explanation: str
+    key: str = ""  # the criterion's key within its gate ("drive-count")
+    measured: float | None = None  # the judged figure in the canonical ``unit``
+    unit: str = ""  # canonical unit of ``measured`` (B/s, ratio, s, 1)
+    reference_source: str = ""  # "DOMAIN.md G1", "R2 local NVMe c16"
+    verdict_word: str = ""  # the verdict in the words of the surface showing it
+    title: str = ""  # a short name of the check (the soak's check cards)
+    at: datetime | None = None  # when a live check was last judged (the soak)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
+
+
+def verdict_row(verdict: CriterionVerdict, *, words: Mapping[str, object] | None = None,
+                stored_explanation: bool = False) -> VerdictRow:
+    """``verdict`` (a stored ``CriterionVerdict``) as a row, its texts in the active language.
+
+    ``words``: the surface's verdict words (lazy translations are fine); without them
+    ``verdict_word`` stays "" for the caller to fill. ``stored_explanation``: keep the
+    explanation exactly as the evaluation recorded it (the signed report quotes it so).
+    """
+    snapshot = verdict.criterion_snapshot
+    return VerdictRow(
+        key=snapshot.get("key", ""), metric=snapshot["metric"],
+        description=data_text(snapshot.get("description", "")),
+        requirement=snapshot["requirement"],
+        measured=verdict.measured_value, unit=verdict.unit,
+        measured_text=measured_text(verdict.measured_value, verdict.unit),
+        reference_source=data_text(snapshot.get("source", "")),
+        verdict=verdict.verdict,
+        verdict_word=str(words.get(verdict.verdict, verdict.verdict)) if words else "",
+        explanation=verdict.explanation if stored_explanation
+        else explanation_text(verdict.explanation))
