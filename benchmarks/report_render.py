@@ -36,8 +36,8 @@ import django  # noqa: E402
 
 django.setup()
 
+from gates.presentation import VerdictRow  # noqa: E402
 from reports.context import (  # noqa: E402
-    CriterionRow,
     EvidenceRow,
     GateReportContext,
     GateSection,
@@ -89,9 +89,11 @@ def report_context(runs_per_gate: int) -> GateReportContext:
                 finished_at=started + timedelta(seconds=95), exit_code=0,
                 sha256=hashlib.sha256(raw).hexdigest(), simulated=True, state="succeeded",
                 raw_output=raw))
-        criteria = [CriterionRow(f"metric_{gate}_{k}", "A criterion of the benchmark report",
-                                 ">= 0.83", "0.880 (88.0 %)", "", "DOMAIN.md " + gate, "pass",
-                                 "measured on lab-inference-1: 0.88; required >= 0.83")
+        criteria = [VerdictRow(metric=f"metric_{gate}_{k}",
+                               description="A criterion of the benchmark report",
+                               requirement=">= 0.83", measured_text="0.880 (88.0 %)",
+                               reference_source="DOMAIN.md " + gate, verdict="pass",
+                               explanation="measured on lab-inference-1: 0.88; required >= 0.83")
                     for k in range(6)]
         sections.append(GateSection(
             gate_code=gate, gate_name="Single-node baseline", decision_outcome="passed",

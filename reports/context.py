@@ -2,7 +2,8 @@
 
 The report-context builder (reports/services.py) does the queries and the arithmetic and fills
 these dataclasses; the template and the PDF renderer only read them. Nothing here touches the ORM,
-so rendering and signing can be tested without a database.
+so rendering and signing can be tested without a database. A criterion's row is the
+``gates.presentation.VerdictRow`` the pages show too.
 """
 
 from __future__ import annotations
@@ -11,29 +12,19 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Literal
 
+from gates.presentation import VerdictRow
+
 Outcome = Literal["passed", "stopped", "error", "review"]
-Verdict = Literal["pass", "fail", "insufficient", "review"]
 
 OUTCOMES: tuple[str, ...] = ("passed", "stopped", "error", "review")
+#: The verdicts a report shows (a decision is recorded only when none is "unstable").
 VERDICTS: tuple[str, ...] = ("pass", "fail", "insufficient", "review")
 
 
-@dataclass(frozen=True)
-class CriterionRow:
-    """One criterion of the gate with what was measured against it."""
-
-    metric: str
-    description: str
-    operator_text: str  # ">= 24", "within ±10 % of 17.31 s"
-    measured_text: str  # "23", "0.88 (88 %)"
-    unit: str
-    reference_source: str  # "DOMAIN.md G1", "R2 local NVMe c16"
-    verdict: Verdict
-    explanation: str
-
-    def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
+def _check_verdicts(criteria: list[VerdictRow]) -> None:
+    for row in criteria:
+        if row.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {row.verdict!r}")
 
 
 @dataclass(frozen=True)
@@ -114,9 +105,12 @@ class GateSection:
     decision_sentence: str
     decided_at: datetime
     decided_by: str
-    criteria: list[CriterionRow] = field(default_factory=list)
+    criteria: list[VerdictRow] = field(default_factory=list)
     charts: list = field(default_factory=list)  # runners.charts.Chart (plain geometry)
     runs: list[EvidenceRow] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check_verdicts(self.criteria)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +128,7 @@ class GateReportContext:
     decision_sentence: str
     decided_at: datetime
     decided_by: str
-    criteria: list[CriterionRow] = field(default_factory=list)
+    criteria: list[VerdictRow] = field(default_factory=list)
     runs: list[EvidenceRow] = field(default_factory=list)
     bom: list[BomRow] = field(default_factory=list)
     nodes: list[NodeRow] = field(default_factory=list)
@@ -160,6 +154,7 @@ class GateReportContext:
             )
         if self.decided_at.tzinfo is None:
             raise ValueError("decided_at must be an aware datetime")
+        _check_verdicts(self.criteria)
 
     @property
     def signoff_complete(self) -> bool:

@@ -8,6 +8,7 @@ Chinese, ``translation.override``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -19,7 +20,8 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from reports.context import CriterionRow, EvidenceRow, GateReportContext, GateSection
+from gates.presentation import VerdictRow
+from reports.context import EvidenceRow, GateReportContext, GateSection
 from reports.evidence import SUMMARY_FORMAT, SUMMARY_NAME, attachment_name
 
 TEMPLATE = "reports/gate_report.html"
@@ -51,19 +53,6 @@ VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "insufficient": "INSUFFICIENT D
 def django_language(language: str) -> str:
     """The Django language code of a report language (``zh-hans`` or ``en``)."""
     return "zh-hans" if language.lower() in ("zh-hans", "zh-cn", "zh") else "en"
-
-
-@dataclass(frozen=True)
-class _CriterionView:
-    metric: str
-    description: str
-    operator_text: str
-    measured_text: str
-    unit: str
-    reference_source: str
-    verdict: str
-    verdict_word: str
-    explanation: str
 
 
 @dataclass(frozen=True)
@@ -126,13 +115,9 @@ def _finish(started: datetime | None, finished: datetime | None) -> str:
     return f"{text} ({round((b - a).total_seconds())} s)"
 
 
-def _criterion(row: CriterionRow) -> _CriterionView:
-    return _CriterionView(
-        metric=row.metric, description=row.description, operator_text=row.operator_text,
-        measured_text=row.measured_text, unit=row.unit, reference_source=row.reference_source,
-        verdict=row.verdict, verdict_word=_verdict_words()[row.verdict],
-        explanation=row.explanation,
-    )
+def _criterion(row: VerdictRow) -> VerdictRow:
+    """The row with its verdict in the report's words (PASS, FAIL …, translated)."""
+    return dataclasses.replace(row, verdict_word=_verdict_words()[row.verdict])
 
 
 @dataclass(frozen=True)
@@ -168,7 +153,7 @@ def _run(item: _NumberedRun) -> _RunView:
     )
 
 
-def _verdict_summary(criteria: list[CriterionRow]) -> str:
+def _verdict_summary(criteria: list[VerdictRow]) -> str:
     """ "5 criteria: 4 pass, 1 fail" in the fixed verdict order, zero counts left out."""
     words = _verdict_words()
     counts = {verdict: 0 for verdict in words}
@@ -330,8 +315,10 @@ def report_summary(ctx: GateReportContext) -> dict:
             "sentence": s.decision_sentence, "decided_at": _iso(s.decided_at),
             "decided_by": s.decided_by,
             "criteria": [{"metric": c.metric, "description": c.description,
-                          "threshold": c.operator_text, "measured": c.measured_text,
-                          "unit": c.unit, "reference_source": c.reference_source,
+                          "threshold": c.requirement, "measured": c.measured_text,
+                          # "measured" carries its display unit (12.50 GB/s); this field
+                          # stays empty, as format acceptance-report/1 has always written it
+                          "unit": "", "reference_source": c.reference_source,
                           "verdict": c.verdict, "explanation": c.explanation}
                          for c in s.criteria],
         } for s in ctx.gate_sections()],

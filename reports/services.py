@@ -28,15 +28,13 @@ from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from acceptance.data_texts import data_text
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, role_of
-from acceptance.units import measurement_text
 from gates.models import Decision, Gate
+from gates.presentation import verdict_row
 from reports.context import (
     AuditRow,
     BomRow,
-    CriterionRow,
     EvidenceRow,
     GateReportContext,
     GateSection,
@@ -82,21 +80,9 @@ def _charts(gate_run: GateRun) -> list:
 def _section(decision: Decision) -> GateSection:
     gate = decision.gate
     gate_run: GateRun = decision.gate_run
-    criteria = [
-        CriterionRow(
-            metric=v.criterion_snapshot["metric"],
-            # texts of the default criteria in the report's language; edited ones as written
-            description=data_text(v.criterion_snapshot["description"]),
-            operator_text=v.criterion_snapshot["requirement"],
-            # measurement_text carries the unit in the form people read (GB/s, %, s).
-            measured_text="—" if v.measured_value is None
-            else measurement_text(v.measured_value, v.unit),
-            unit="", reference_source=data_text(v.criterion_snapshot["source"]),
-            verdict=v.verdict,
-            explanation=v.explanation,
-        )
-        for v in decision.verdicts.all()
-    ]
+    # Descriptions and sources of the default criteria in the report's language, edited ones
+    # as written; the explanation is quoted as the evaluation recorded it.
+    criteria = [verdict_row(v, stored_explanation=True) for v in decision.verdicts.all()]
     runs = []
     # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
     for run in (evidence_probe_runs(gate_run).select_related("node")

@@ -6,7 +6,8 @@ import dataclasses
 import hashlib
 from datetime import UTC, date, datetime, timedelta
 
-from reports.context import BomRow, CriterionRow, EvidenceRow, GateReportContext, NodeRow
+from gates.presentation import VerdictRow
+from reports.context import BomRow, EvidenceRow, GateReportContext, NodeRow
 
 DECIDED_AT = datetime(2026, 3, 13, 9, 40, tzinfo=UTC)
 
@@ -52,50 +53,50 @@ def g1_stopped(**changes: object) -> GateReportContext:
         decided_at=DECIDED_AT,
         decided_by="Li Wei (project manager)",
         criteria=[
-            CriterionRow(
+            VerdictRow(
                 metric="bom_items_checked",
                 description="Bill-of-materials items delivered and checked",
-                operator_text="= 100 %",
+                requirement="= 100 %",
                 measured_text="12 of 12 (100 %)",
                 unit="",
                 reference_source="DOMAIN.md G1",
                 verdict="pass",
                 explanation="All 12 items ticked by the project manager.",
             ),
-            CriterionRow(
+            VerdictRow(
                 metric="nvme_drive_count",
                 description="NVMe drives recognised per array (nvme list)",
-                operator_text=">= 24",
-                measured_text="23",
-                unit="drives",
+                requirement=">= 24",
+                measured_text="23 drives",
+                unit="1",
                 reference_source="DOMAIN.md G1",
                 verdict="fail",
                 explanation="fx-array-1 lists 23 drives (min over 2 arrays); fx-array-2 lists 24.",
             ),
-            CriterionRow(
+            VerdictRow(
                 metric="drive_self_test_failures",
                 description="Drives whose short self-test did not pass",
-                operator_text="= 0",
-                measured_text="0",
-                unit="drives",
+                requirement="= 0",
+                measured_text="0 drives",
+                unit="1",
                 reference_source="DOMAIN.md G1",
                 verdict="pass",
                 explanation="47 of 47 self-tests completed without error.",
             ),
-            CriterionRow(
+            VerdictRow(
                 metric="smart_critical_warning",
                 description="SMART critical-warning flags across all drives",
-                operator_text="= 0",
-                measured_text="0",
-                unit="flags",
+                requirement="= 0",
+                measured_text="0 flags",
+                unit="1",
                 reference_source="DOMAIN.md G1",
                 verdict="pass",
                 explanation="No drive reports a critical warning.",
             ),
-            CriterionRow(
+            VerdictRow(
                 metric="array_power_on_self_test",
                 description="Array controller power-on self-test",
-                operator_text="passed on every array",
+                requirement="passed on every array",
                 measured_text="1 of 2 arrays",
                 unit="",
                 reference_source="DOMAIN.md G1",
@@ -163,55 +164,55 @@ def g1_stopped(**changes: object) -> GateReportContext:
 def g2_passed_zh(**changes: object) -> GateReportContext:
     """G2 passed, Chinese engagement name, rendered for zh-hans."""
     criteria = [
-        CriterionRow(
-            "ttft_p50",
-            "TTFT p50, local NVMe, concurrency 16",
-            "within ±10 % of 17.31 s",
-            "17.92",
-            "s",
-            "R2 local NVMe c16",
-            "pass",
-            "+3.5 % from the reference.",
+        VerdictRow(
+            metric="ttft_p50",
+            description="TTFT p50, local NVMe, concurrency 16",
+            requirement="within ±10 % of 17.31 s",
+            measured_text="17.92 s",
+            unit="s",
+            reference_source="R2 local NVMe c16",
+            verdict="pass",
+            explanation="+3.5 % from the reference.",
         ),
-        CriterionRow(
-            "output_throughput",
-            "Output throughput, concurrency 16",
-            "within ±10 % of 53.6 tok/s",
-            "51.9",
-            "tok/s",
-            "R2 local NVMe c16",
-            "pass",
-            "−3.2 % from the reference.",
+        VerdictRow(
+            metric="output_throughput",
+            description="Output throughput, concurrency 16",
+            requirement="within ±10 % of 53.6 tok/s",
+            measured_text="51.9 tok/s",
+            unit="tok/s",
+            reference_source="R2 local NVMe c16",
+            verdict="pass",
+            explanation="−3.2 % from the reference.",
         ),
-        CriterionRow(
-            "line_efficiency",
-            "fio sequential read ÷ 100 GbE line rate",
-            ">= 0.83",
-            "0.88 (88 %)",
-            "ratio",
-            "DOMAIN.md G2",
-            "pass",
-            "11.0 GB/s of 12.5 GB/s.",
+        VerdictRow(
+            metric="line_efficiency",
+            description="fio sequential read ÷ 100 GbE line rate",
+            requirement=">= 0.83",
+            measured_text="0.88 (88 %) ratio",
+            unit="ratio",
+            reference_source="DOMAIN.md G2",
+            verdict="pass",
+            explanation="11.0 GB/s of 12.5 GB/s.",
         ),
-        CriterionRow(
-            "round_spread",
-            "Spread between two independent rounds",
-            "<= 5 %",
-            "2.1",
-            "%",
-            "R3",
-            "pass",
-            "Rounds agree.",
+        VerdictRow(
+            metric="round_spread",
+            description="Spread between two independent rounds",
+            requirement="<= 5 %",
+            measured_text="2.1 %",
+            unit="",
+            reference_source="R3",
+            verdict="pass",
+            explanation="Rounds agree.",
         ),
-        CriterionRow(
-            "ttft_p50_samples",
-            "Benchmark runs counted",
-            ">= 2",
-            "2",
-            "runs",
-            "DOMAIN.md G2",
-            "pass",
-            "Two rounds.",
+        VerdictRow(
+            metric="ttft_p50_samples",
+            description="Benchmark runs counted",
+            requirement=">= 2",
+            measured_text="2 runs",
+            unit="1",
+            reference_source="DOMAIN.md G2",
+            verdict="pass",
+            explanation="Two rounds.",
         ),
     ]
     base = g1_stopped(

@@ -2,7 +2,8 @@ from datetime import date, datetime
 
 import pytest
 
-from reports.context import CriterionRow, GateReportContext
+from gates.presentation import VerdictRow
+from reports.context import GateReportContext
 from tests.reports.samples import g1_stopped
 
 
@@ -29,7 +30,8 @@ def test_it_rejects_a_naive_decision_time():
 
 def test_it_rejects_an_unknown_verdict():
     with pytest.raises(ValueError, match="verdict"):
-        CriterionRow("m", "d", ">= 1", "0", "", "DOMAIN.md G1", "maybe", "")  # type: ignore[arg-type]
+        VerdictRow(metric="m", description="d", requirement=">= 1", measured_text="0",
+                   reference_source="DOMAIN.md G1", verdict="maybe", explanation="")
 
 
 def test_it_defaults_the_vendor_and_language():
