@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from acceptance.data_texts import data_text, explanation_text
@@ -45,7 +44,7 @@ class VerdictRow:
     reference_source: str = ""  # "DOMAIN.md G1", "R2 local NVMe c16"
     verdict_word: str = ""  # the verdict in the words of the surface showing it
     title: str = ""  # a short name of the check (the soak's check cards)
-    at: datetime | None = None  # when a live check was last judged (the soak)
+    at: str = ""  # when a live check was last judged, ISO 8601 (the soak)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -56,10 +56,10 @@ class ProgressSerializer(serializers.Serializer):
 
 class CheckSerializer(serializers.Serializer):
     key = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField(source="description")
     requirement = serializers.CharField()
-    state = serializers.CharField(help_text="pass, fail, insufficient or waiting")
-    value = serializers.FloatField(allow_null=True)
+    state = serializers.CharField(source="verdict", help_text="pass, fail, insufficient or waiting")
+    value = serializers.FloatField(source="measured", allow_null=True)
     unit = serializers.CharField()
     explanation = serializers.CharField(allow_blank=True)
 

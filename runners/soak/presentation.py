@@ -6,7 +6,8 @@ and the G4 report section, built on ``runners.soak.queries`` (read-only; nothing
   fault table, gaps, the event log, the decision;
 * :func:`soak_charts` — the four time-series charts (TTFT p99, output throughput, request error
   rate, longest completion gap) with fault windows shaded and gaps marked;
-* :func:`check_rows` — the steady-state checks in plan order with requirement and state;
+* :func:`check_rows` — the steady-state checks in plan order, as ``gates.presentation``
+  verdict rows (the shape the engagement page, the run page and the reports use);
 * :func:`fault_table` — ``queries.soak_fault_rows`` joined with how the heal was armed;
 * :func:`correctness_latest` — each prompt's latest answer: ``exact`` / ``diverges at token k``;
 * :func:`duration_text` — seconds as people read them (``72 h``, ``1 h 05 min``, ``42 s``).
@@ -26,6 +27,7 @@ from django.utils.translation import gettext_lazy
 
 from acceptance.units import measurement_text
 from gates import evaluation
+from gates.presentation import VerdictRow
 from gates.services import criterion_spec
 from runners.models import Measurement
 from runners.soak import charts, queries
@@ -89,10 +91,6 @@ def _specs(soak: Soak) -> dict[str, evaluation.CriterionSpec]:
     return {c.key: criterion_spec(c) for c in soak.gate_run.gate.criteria.all()}
 
 
-def _descriptions(soak: Soak) -> dict[str, str]:
-    return {c.key: c.description for c in soak.gate_run.gate.criteria.all()}
-
-
 def _value_text(key: str, value: float | None, unit: str) -> str:
     if value is None:
         return "—"
@@ -128,11 +126,14 @@ def correctness_latest(soak: Soak) -> list[dict]:
             for (node, prompt), m in sorted(latest.items())]
 
 
-def check_rows(soak: Soak) -> list[dict]:
-    """The steady-state checks (``queries.CHECK_KEYS`` order): ``[{"key", "label",
-    "requirement", "state" (pass | fail | insufficient | waiting), "value", "unit",
-    "value_text", "explanation", "at"}]`` — ``waiting`` before the first judgement."""
-    specs, labels, live = _specs(soak), _descriptions(soak), queries.soak_checks(soak)
+def check_rows(soak: Soak) -> list[VerdictRow]:
+    """The steady-state checks (``queries.CHECK_KEYS`` order) as verdict rows: the criterion's
+    description, its short ``title``, the requirement (relative to the pre-fault baseline for
+    TTFT and throughput), the live value and its text, and the verdict — ``waiting`` before
+    the first judgement."""
+    criteria = {c.key: c for c in soak.gate_run.gate.criteria.all()}
+    specs = {key: criterion_spec(c) for key, c in criteria.items()}
+    live = queries.soak_checks(soak)
     rows = []
     for key in queries.CHECK_KEYS:
         spec = specs.get(key)
@@ -145,12 +146,13 @@ def check_rows(soak: Soak) -> list[dict]:
                 "req": f"{spec.operator} {spec.threshold * 100:+g} %"}
         elif spec.unit == "ratio":
             requirement = f"{spec.operator} {spec.threshold * 100:g} %"
-        rows.append({"key": key, "label": labels.get(key, key),
-                     "name": str(CHECK_NAME.get(key, key)), "requirement": requirement,
-                     "state": state.get("state") or "waiting", "value": state.get("value"),
-                     "unit": spec.unit,
-                     "value_text": _value_text(key, state.get("value"), spec.unit),
-                     "explanation": state.get("explanation", ""), "at": state.get("at")})
+        rows.append(VerdictRow(
+            key=key, metric=spec.metric, description=criteria[key].description,
+            title=str(CHECK_NAME.get(key, key)), requirement=requirement,
+            verdict=state.get("state") or "waiting", measured=state.get("value"),
+            unit=spec.unit, measured_text=_value_text(key, state.get("value"), spec.unit),
+            reference_source=criteria[key].source,
+            explanation=state.get("explanation", ""), at=state.get("at") or ""))
     return rows
 
 

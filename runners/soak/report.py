@@ -147,8 +147,8 @@ def soak_report_section(decision: Decision) -> SoakReportSection | None:
     gaps = tuple(GapRow(g["node"] or _("every node"), presentation.when_text(g["started_at"]),
                         presentation.when_text(g["ended_at"]), g["seconds"], g["reason"])
                  for g in queries.soak_gaps(soak))
-    checks = tuple(CheckRow(c["key"], c["label"], c["requirement"], c["state"],
-                            c["value_text"]) for c in presentation.check_rows(soak))
+    checks = tuple(CheckRow(c.key, c.description, c.requirement, c.verdict, c.measured_text)
+                   for c in presentation.check_rows(soak))
     notes = []
     if soak.time_compression > 1:
         notes.append(_("Time compressed ×%(f)s: the plan's %(plan)s ran in %(real)s of real "
