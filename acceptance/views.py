@@ -18,14 +18,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from acceptance.data_texts import decision_sentence_text, stopped_reason_text
 from acceptance.forms import CriterionThresholdForm, ReasonForm
-from acceptance.pages import (
-    bom_line,
-    criterion_requirement,
-    dashboard_rows,
-    engagement_page,
-    gate_title,
-    portal_rows,
-)
+from acceptance.pages.dashboard import dashboard_rows
+from acceptance.pages.engagement import bom_line, criterion_requirement, engagement_page
+from acceptance.pages.portal import portal_rows
+from acceptance.pages.words import gate_title
 from acceptance.permissions import (
     STAFF_ROLES,
     Role,

@@ -8,7 +8,7 @@ Figures (one JSON line each):
   materials, gate runs, decisions with verdicts and 100 000 measurements. Target: ≤ 150 ms
   absolute (anchor 150, ratio = value / 150).
 * ``dashboard_p95_every_row_changed``: the same with the kept rows
-  (``acceptance.pages.dashboard_rows``) forgotten before each request — every row built and
+  (``acceptance.pages.dashboard``) forgotten before each request — every row built and
   rendered afresh, as when every engagement changed since the last request.
 * ``dashboard_queries_200``: database queries of one dashboard request with 200 engagements,
   anchored on the same request with 20 (ratio = q200 / q20; 1.0 means the page does not query
@@ -233,7 +233,7 @@ def main() -> None:
             import cProfile
             import pstats
 
-            from acceptance.pages import dashboard_row_cache_clear
+            from acceptance.pages.dashboard import dashboard_row_cache_clear
 
             profiler = cProfile.Profile()
             profiler.enable()
@@ -245,7 +245,7 @@ def main() -> None:
             pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
             pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
             return
-        from acceptance.pages import dashboard_row_cache_clear
+        from acceptance.pages.dashboard import dashboard_row_cache_clear
 
         def timed(cold: bool) -> tuple[float, float]:
             """p95 and median (ms); ``cold``: no rendered section kept between requests."""

@@ -25,7 +25,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from acceptance.pages import gate_title
+from acceptance.pages.words import gate_title
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from reports import forms, services
 from reports.models import Report, SignOff

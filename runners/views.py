@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from acceptance.data_texts import data_text
 from acceptance.models import Credential, Engagement, Node, host_key_fingerprint
-from acceptance.pages import ORIGIN_WORDS
+from acceptance.pages.words import ORIGIN_WORDS
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
 from gates.models import Gate
