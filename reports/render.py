@@ -13,7 +13,7 @@ import hashlib
 import io
 import json
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 from django.template.loader import render_to_string
 from django.utils import translation
@@ -280,8 +280,6 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
 
 
 def _end(start: date) -> date:
-    from datetime import timedelta
-
     return start + timedelta(weeks=10)
 
 
@@ -340,6 +338,7 @@ def report_summary(ctx: GateReportContext) -> dict:
 
 
 def _attachments(ctx: GateReportContext) -> list:
+    # Imported here: WeasyPrint loads Pango and fontconfig, which web requests never need.
     from weasyprint import Attachment
 
     summary = json.dumps(report_summary(ctx), ensure_ascii=False, indent=1).encode()
