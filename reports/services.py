@@ -30,7 +30,7 @@ from django.utils.translation import gettext as _
 
 from acceptance.data_texts import data_text
 from acceptance.models import AuditEntry, Engagement
-from acceptance.permissions import Role, role_of
+from acceptance.permissions import Role, engagements_for, role_of
 from gates.models import Decision, Gate
 from reports.context import (
     AuditRow,
@@ -48,6 +48,7 @@ from reports.render import django_language, render_gate_report_pdf
 from reports.signing import sign_pdf, verify_pdf
 from runners.models import GateRun
 from runners.probes import PROBES
+from runners.soak.report import soak_report_section
 from runners.templatetags.units import measurement_text
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
@@ -120,8 +121,6 @@ def _soak_section(decisions: list[Decision]):
     """The G4 soak section (charts, per-fault table, gaps) of the first of ``decisions`` made
     on a soak, in the active language; None when none was. Raises what the soak queries raise:
     a G4 report without its fault table would be misleading, so it is not issued then."""
-    from runners.soak.report import soak_report_section
-
     for decision in decisions:
         section = soak_report_section(decision)
         if section is not None:
@@ -501,8 +500,6 @@ def countersigned_store(*, report: Report, data: bytes, uploaded_by: str) -> Rep
 
 
 def visible_reports(user):
-    from acceptance.permissions import engagements_for
-
     return Report.objects.filter(engagement__in=engagements_for(user))
 
 
