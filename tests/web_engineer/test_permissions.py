@@ -15,8 +15,8 @@ from django.utils import timezone
 from acceptance.models import Credential, Node
 from gates.services import engagement_create
 from runners import urls as runner_urls
-from runners.lab import urls as lab_urls
 from runners.lab import server
+from runners.lab import urls as lab_urls
 from runners.models import GateRun, NodeJob, ProbeRun
 
 SECRET_OUTPUT = b"ACME-PRIVATE-OUTPUT-7f3a: fio read 11.0 GB/s\n"
