@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from acceptance.models import AuditEntry, Engagement, Node
-from gates import evaluation
+from gates import derivations, evaluation
 from gates.models import Gate
 from gates.services import GateRefused, decision_record, gate_check_runnable
 from runners.live import OUTPUT_CAP_BYTES, OutputRecorder, cancel_requested, heartbeat
@@ -649,7 +649,7 @@ def _store_derived(gate_run: GateRun, samples: list[evaluation.Sample]) -> None:
     from gates.services import node_array_line_rates
 
     arrays = node_array_line_rates(engagement=gate_run.engagement)
-    for d in evaluation.derive_all(samples, arrays):
+    for d in derivations.derive_all(samples, arrays):
         row = Measurement.objects.create(
             gate_run=gate_run, node=nodes.get(d.node), metric=d.metric, value=d.value,
             unit=d.unit, labels=d.labels, derived=True,
