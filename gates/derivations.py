@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gates.evaluation import Sample
@@ -67,7 +67,7 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
          2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 # derived figure → (measured figure it compares, formula)
-COMPARISONS = {
+COMPARISONS: dict[str, tuple[str, Callable[[float, float], float]]] = {
     "ttft_reduction": ("ttft_p50", lambda arm, base: 1 - arm / base),
     "throughput_gain": ("output_throughput", lambda arm, base: arm / base - 1),
 }
@@ -129,8 +129,10 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
     shows no external-tier hit in its /metrics window, or its working set does not exceed its
     host-memory tier; the mean is invalid when any round is.
     """
-    passes: dict[tuple, dict[str, Sample]] = defaultdict(dict)
-    evidence: dict[tuple, dict[str, Sample]] = defaultdict(dict)
+    # (node, concurrency, arm, round) → measured figure → sample
+    passes: dict[tuple[str, str, str, str], dict[str, Sample]] = defaultdict(dict)
+    # (node, arm, round) → tier evidence metric → sample
+    evidence: dict[tuple[str, str, str], dict[str, Sample]] = defaultdict(dict)
     for s in samples:
         labels = s.labels
         if labels.get("phase") != "compare" or "arm" not in labels or "round" not in labels:
@@ -142,7 +144,9 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
             evidence[(s.node, labels["arm"], labels["round"])].setdefault(s.metric, s)
 
     derived: list[DerivedSample] = []
-    rounds_of: dict[tuple, list[tuple[str, float, tuple[int, ...], str]]] = defaultdict(list)
+    # (node, concurrency, arm, derived figure) → (round, value, input ids, invalid reason)
+    rounds_of: dict[tuple[str, str, str, str], list[tuple[str, float, tuple[int, ...], str]]] = (
+        defaultdict(list))
     for (node, concurrency, arm, round_), figures in sorted(
             passes.items(), key=lambda item: (*item[0][:3], _round_key(item[0][3]))):
         base = passes.get((node, concurrency, BASELINE_ARM, round_))
@@ -181,22 +185,23 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
             derived.append(DerivedSample("ci_low", low, "ratio", ci_labels, node, ids))
             derived.append(DerivedSample("ci_high", high, "ratio", dict(ci_labels), node, ids))
 
-    series: dict[tuple, list[tuple[str, Sample]]] = defaultdict(list)
+    # (node, concurrency, arm, measured figure) → (round, sample) of every round
+    series: dict[tuple[str, str, str, str], list[tuple[str, Sample]]] = defaultdict(list)
     for (node, concurrency, arm, round_), figures in passes.items():
         for figure, s in figures.items():
             series[(node, concurrency, arm, figure)].append((round_, s))
-    for (node, concurrency, arm, figure), rounds in sorted(series.items()):
-        if len(rounds) < 2:
+    for (node, concurrency, arm, figure), measured in sorted(series.items()):
+        if len(measured) < 2:
             continue
-        rounds.sort(key=lambda item: _round_key(item[0]))
-        first = rounds[0][1]
+        measured.sort(key=lambda item: _round_key(item[0]))
+        first = measured[0][1]
         if first.value <= 0:
             continue
-        deviation = max(abs(s.value - first.value) / first.value for _, s in rounds[1:])
+        deviation = max(abs(s.value - first.value) / first.value for _, s in measured[1:])
         derived.append(DerivedSample(
             "round_deviation", deviation, "ratio",
             {"figure": figure, "arm": arm, "concurrency": concurrency}, node,
-            tuple(s.id for _, s in rounds),
+            tuple(s.id for _, s in measured),
         ))
     return derived
 

@@ -16,6 +16,7 @@ when the tier under test cannot be shown to have been used).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -75,7 +76,15 @@ def threshold_text(spec: CriterionSpec) -> str:
         return f"{spec.operator} {spec.threshold:g}{unit}"
     if spec.operator == "between":
         return f"{spec.threshold:g} … {spec.threshold_high:g}{unit}"
-    return f"{spec.reference_value:g}{unit} ± {spec.tolerance * 100:g} %"
+    return f"{spec.reference_value:g}{unit} ± {_needed(spec, spec.tolerance) * 100:g} %"
+
+
+def _needed(spec: CriterionSpec, bound: float | None) -> float:
+    """A bound the criterion's operator needs; ``_check`` refuses a criterion without it before
+    any judging, this narrows the type and guards the callers that do not check first."""
+    if bound is None:
+        raise CriterionError(f"criterion {spec.key}: operator {spec.operator} lacks a bound")
+    return bound
 
 
 def _check(spec: CriterionSpec) -> None:
@@ -97,21 +106,22 @@ def _check(spec: CriterionSpec) -> None:
 def _judge(spec: CriterionSpec, value: float) -> tuple[str, float | None, float]:
     """(verdict, deviation, margin) of one value; margin < 0 means failing, smaller is worse."""
     if spec.operator == ">=":
-        margin = value - spec.threshold
+        margin = value - _needed(spec, spec.threshold)
         return ("pass" if margin >= 0 else "fail"), None, margin
     if spec.operator == "<=":
         # Above an at-most threshold is above its range: that verdict ("fail" unless the
         # criterion names another, e.g. "unstable" for round_deviation).
-        margin = spec.threshold - value
+        margin = _needed(spec, spec.threshold) - value
         return ("pass" if margin >= 0 else spec.above_range_verdict), None, margin
     if spec.operator == "between":
-        if value < spec.threshold:
-            return "fail", None, value - spec.threshold
-        if value > spec.threshold_high:
-            return spec.above_range_verdict, None, spec.threshold_high - value
-        return "pass", None, min(value - spec.threshold, spec.threshold_high - value)
-    deviation = value / spec.reference_value - 1
-    margin = spec.tolerance - abs(deviation)
+        low, high = _needed(spec, spec.threshold), _needed(spec, spec.threshold_high)
+        if value < low:
+            return "fail", None, value - low
+        if value > high:
+            return spec.above_range_verdict, None, high - value
+        return "pass", None, min(value - low, high - value)
+    deviation = value / _needed(spec, spec.reference_value) - 1
+    margin = _needed(spec, spec.tolerance) - abs(deviation)
     # A rounding hair beyond the tolerance is still within it (0.1 vs 0.10000000000000009).
     return ("pass" if margin >= -1e-12 else "fail"), deviation, margin
 
@@ -123,6 +133,11 @@ def select(spec: CriterionSpec, samples: list[Sample]) -> list[Sample]:
         if s.metric == spec.metric
         and all(s.labels.get(k) == str(v) for k, v in spec.label_filter.items())
     ]
+
+
+_AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
+    "min": min, "max": max, "sum": sum, "mean": lambda v: sum(v) / len(v),
+}
 
 
 def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
@@ -151,8 +166,7 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
         scope = f"worst of {len(chosen)}" if len(chosen) > 1 else "measured"
     else:
         values = [s.value for s in chosen]
-        value = {"min": min, "max": max, "sum": sum,
-                 "mean": lambda v: sum(v) / len(v)}[spec.aggregation](values)
+        value = _AGGREGATIONS[spec.aggregation](values)
         verdict, deviation, _ = _judge(spec, value)
         node = ""
         scope = f"{spec.aggregation} of {len(chosen)}" if len(chosen) > 1 else "measured"
