@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from acceptance.models import AuditEntry, Credential, Engagement, Node, host_key_fingerprint
-from runners.transport import host_key_presented
+from runners.transport import SSHConnection, TransportError, host_key_presented
 
 
 class EnrolmentRefused(Exception):
@@ -28,9 +28,7 @@ def host_key_fetch(*, address: str, port: int, via: Node | None = None,
     Raises the transport's error (Unreachable, or HostKeyRejected / AuthenticationFailed for
     the jump host) with a message naming the hop that failed.
     """
-    from runners.services import node_target
-
-    return host_key_presented(address, port, via=node_target(via) if via else None,
+    return host_key_presented(address, port, via=via.ssh_target() if via else None,
                               timeout=timeout)
 
 
@@ -44,11 +42,8 @@ def node_fields_check(*, engagement: Engagement, name: str, role: str, address: 
 
 def _login_check(node: Node) -> None:
     """Log in with the node's credential over its pinned key and run ``true``."""
-    from runners.services import node_target
-    from runners.transport import SSHConnection, TransportError
-
     try:
-        with SSHConnection(node_target(node)) as connection:
+        with SSHConnection(node.ssh_target()) as connection:
             result = connection.run("true", timeout=30)
     except TransportError as error:
         raise EnrolmentRefused(f"{node.name}: the login check failed ({error.kind}): {error}; "

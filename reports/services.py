@@ -48,7 +48,6 @@ from reports.render import django_language, render_gate_report_pdf
 from reports.signing import sign_pdf, verify_pdf
 from runners.models import GateRun
 from runners.probes import PROBES
-from runners.services import evidence_probe_runs
 from runners.templatetags.units import measurement_text
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
@@ -101,7 +100,7 @@ def _section(decision: Decision) -> GateSection:
     ]
     runs = []
     # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
-    for run in (evidence_probe_runs(gate_run).select_related("node")
+    for run in (gate_run.evidence_probe_runs().select_related("node")
                 .order_by("started_at", "id")):
         raw = bytes(run.stdout)
         runs.append(EvidenceRow(

@@ -132,12 +132,10 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
     with its probe runs in the order they started. In a per-node re-run, the nodes whose
     evidence is carried show the probe runs of the attempt that ran them, and say so."""
     from runners.forms import ROLE_CHOICES
-    from runners.services import evidence_probe_runs
-
     roles = dict(ROLE_CHOICES)
     rows: dict[int | None, NodeRow] = {}
     service = ProbeRun.objects.filter(gate_run=gate_run, node__isnull=True).order_by("id")
-    runs = (evidence_probe_runs(gate_run).filter(node__isnull=False)
+    runs = (gate_run.evidence_probe_runs().filter(node__isnull=False)
             .defer("stdout", "stderr").order_by("id"))
     if service.exists():
         rows[None] = NodeRow(name=_("service"), role=_("evidence the service holds"),
@@ -359,14 +357,12 @@ def run_results(gate_run: GateRun) -> dict:
                                                                                 v.unit),
                 verdict=v.verdict, verdict_text=state_label(v.verdict),
                 explanation=explanation_text(v.explanation)))
-    from runners.services import evidence_measurements, evidence_probe_runs
-
-    simulated_runs = set(evidence_probe_runs(gate_run).filter(simulated=True).values_list(
+    simulated_runs = set(gate_run.evidence_probe_runs().filter(simulated=True).values_list(
         "id", flat=True))
     lab = gate_run.gate.engagement.is_lab
     attempts = dict(gate_run.gate.runs.values_list("id", "attempt"))
     figures, rows = [], []
-    for m in evidence_measurements(gate_run).select_related("node").order_by(
+    for m in gate_run.evidence_measurements().select_related("node").order_by(
             "metric", "node__name", "id"):
         simulated = lab or m.probe_run_id in simulated_runs
         node = m.node.name if m.node else ""

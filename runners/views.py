@@ -45,8 +45,8 @@ from runners.forms import (
 from runners.lab.scenarios import SCENARIOS
 from runners.lab.server import LabError
 from runners.lab.services import lab_up
+from runners.launch import LaunchInvalid, gate_launch
 from runners.models import GateRun
-from runners.services import gate_run_rerun_node, gate_run_start
 from runners.transport import TransportError
 
 CANCEL_WAIT_S = 5.0  # a page waits this long for workers to stop; the rest settles on its own
@@ -236,10 +236,9 @@ def gate_run_launch(request, name: str, code: str):
                      needs_confirm=needs_confirm, per_node=False)
     if request.method == "POST" and form.is_valid():
         try:
-            gate_run = gate_run_start(gate=gate, started_by=request.user.get_username(),
-                                      reason=form.cleaned_data["reason"],
-                                      confirmed=needs_confirm)
-        except GateRefused as refusal:
+            gate_run = gate_launch(gate=gate, started_by=request.user.get_username(),
+                                   reason=form.cleaned_data["reason"], confirmed=needs_confirm)
+        except (GateRefused, LaunchInvalid) as refusal:
             messages.error(request, _("Not started, nothing was created: %(reason)s")
                            % {"reason": refusal})
             return redirect("gate-run-start", name=engagement.name, code=gate.code)
@@ -369,13 +368,9 @@ def run_rerun(request, run_id: int):
     if data is not None and form.is_valid():
         who, reason = request.user.get_username(), form.cleaned_data["reason"]
         try:
-            if node:
-                new_run = gate_run_rerun_node(gate_run=gate_run, node_name=node, started_by=who,
-                                              reason=reason, confirmed=needs_confirm)
-            else:
-                new_run = gate_run_start(gate=gate, started_by=who, reason=reason,
-                                         confirmed=needs_confirm)
-        except GateRefused as refusal:
+            new_run = gate_launch(gate=gate, started_by=who, reason=reason,
+                                  confirmed=needs_confirm, node=node, rerun_of=gate_run)
+        except (GateRefused, LaunchInvalid) as refusal:
             form.add_error(None, _("Not started, nothing was created: %(reason)s")
                            % {"reason": refusal})
         else:

@@ -2,7 +2,7 @@
 
 A probe is pure: it validates its parameters, builds its command as an argument list (quoted
 here, wrapped in ``timeout --kill-after`` so the node ends it too) and names its parser. It never
-connects, sleeps or touches the database; ``runners.services`` does the I/O. Commands come only
+connects, sleeps or touches the database; ``runners.execution`` does the I/O. Commands come only
 from definitions and validated parameters, never from free text. This module also holds the
 shell scripts that track a running probe's process group on the node and kill it
 (:func:`kill_command`), and the parameter kinds several probe families share.
