@@ -209,7 +209,7 @@ def gate_review_accept(*, gate: Gate, actor: str, reason: str) -> Gate:
 
 def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, float]]:
     """Node name → (array serial, the array port's line rate in B/s) for every node that reads
-    an array: the denominator of the aggregate read-back (``evaluation.derive_readback``)."""
+    an array: the denominator of the aggregate read-back (``derivations.derive_readback``)."""
     return {
         node.name: (node.array.serial, node.array.link_speed_mbps * 1e6 / 8)
         for node in engagement.nodes.select_related("array").filter(array__isnull=False)

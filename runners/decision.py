@@ -15,7 +15,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from gates import evaluation
+from gates import derivations, evaluation
 from gates.models import Decision
 from gates.services import criterion_spec, decision_record, node_array_line_rates
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
@@ -57,7 +57,7 @@ def _store_derived(gate_run: GateRun, samples: list[evaluation.Sample]) -> None:
     nodes = {n.name: n for n in gate_run.engagement.nodes.all()}
     # G3: all derivations, the aggregate read-back against each array's port.
     arrays = node_array_line_rates(engagement=gate_run.engagement)
-    for d in evaluation.derive_all(samples, arrays):
+    for d in derivations.derive_all(samples, arrays):
         row = Measurement.objects.create(
             gate_run=gate_run, node=nodes.get(d.node), metric=d.metric, value=d.value,
             unit=d.unit, labels=d.labels, derived=True,
