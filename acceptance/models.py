@@ -9,11 +9,13 @@ import hashlib
 import re
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from acceptance import crypto
+from runners.transport import MAX_JUMP_HOSTS, SSHTarget
 
 ENGAGEMENT_WEEKS = 10  # DOMAIN.md: "a joint acceptance test of about 10 weeks"
 
@@ -236,9 +238,19 @@ class Node(models.Model):
         if errors:
             raise ValidationError(errors)
 
-    def _jump_host_errors(self) -> dict[str, str]:
-        from runners.transport import MAX_JUMP_HOSTS
+    def ssh_target(self) -> SSHTarget:
+        """Where and how to reach this node: its pinned host key and credential, through its
+        jump host (``via``) when it has one."""
+        credential = self.credential
+        return SSHTarget(
+            name=self.name, host=self.address, port=self.port, user=self.ssh_user,
+            host_key=self.host_key, private_key=credential.private_key(),
+            passphrase=credential.passphrase(), connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+            connect_retries=settings.SSH_CONNECT_RETRIES,
+            via=self.jump_host.ssh_target() if self.jump_host_id else None,
+        )
 
+    def _jump_host_errors(self) -> dict[str, str]:
         jump = self.jump_host
         if jump.engagement_id != self.engagement_id:
             return {"jump_host": f"jump host {jump.name} belongs to another engagement "

@@ -1,4 +1,7 @@
-"""Enrolling a customer's nodes: trust on confirmation, never on first use.
+"""The engagement domain's workflows: enrolling nodes, ticking the bill of materials, re-opening
+a stopped engagement.
+
+Enrolling a customer's nodes: trust on confirmation, never on first use.
 
 ``host_key_fetch`` reads the host key a node presents (without logging in); ``node_enrol`` pins
 it only when the fingerprint an engineer read on the node's own console
@@ -11,9 +14,18 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from acceptance.models import AuditEntry, Credential, Engagement, Node, host_key_fingerprint
-from runners.transport import host_key_presented
+from acceptance.models import (
+    AuditEntry,
+    BomItem,
+    Credential,
+    Engagement,
+    Node,
+    host_key_fingerprint,
+)
+from runners.transport import SSHConnection, TransportError, host_key_presented
 
 
 class EnrolmentRefused(Exception):
@@ -28,9 +40,7 @@ def host_key_fetch(*, address: str, port: int, via: Node | None = None,
     Raises the transport's error (Unreachable, or HostKeyRejected / AuthenticationFailed for
     the jump host) with a message naming the hop that failed.
     """
-    from runners.services import node_target
-
-    return host_key_presented(address, port, via=node_target(via) if via else None,
+    return host_key_presented(address, port, via=via.ssh_target() if via else None,
                               timeout=timeout)
 
 
@@ -44,11 +54,8 @@ def node_fields_check(*, engagement: Engagement, name: str, role: str, address: 
 
 def _login_check(node: Node) -> None:
     """Log in with the node's credential over its pinned key and run ``true``."""
-    from runners.services import node_target
-    from runners.transport import SSHConnection, TransportError
-
     try:
-        with SSHConnection(node_target(node)) as connection:
+        with SSHConnection(node.ssh_target()) as connection:
             result = connection.run("true", timeout=30)
     except TransportError as error:
         raise EnrolmentRefused(f"{node.name}: the login check failed ({error.kind}): {error}; "
@@ -111,3 +118,39 @@ def validation_text(error: ValidationError) -> str:
                          else " ".join(messages)
                          for field, messages in error.message_dict.items())
     return " ".join(error.messages)
+
+
+@transaction.atomic
+def engagement_reopen(*, engagement: Engagement, actor: str, reason: str) -> Engagement:
+    """Re-open a stopped engagement: its stopped gate goes back to pending, the reason is
+    recorded in the audit trail. ValueError if it is not stopped or the reason is blank."""
+    if not reason or not reason.strip():
+        raise ValueError(_("re-opening a stopped engagement needs a reason"))
+    if engagement.state != Engagement.State.STOPPED:
+        raise ValueError(_("engagement %(name)s is %(state)s, not stopped") % {
+            "name": engagement.name, "state": _(engagement.state)})
+    # The engagement's gates through their relation: the engagement domain sits below gates/.
+    stopped_gates = engagement.gates.filter(state="stopped")
+    stopped = list(stopped_gates.values_list("code", flat=True))
+    stopped_gates.update(state="pending")
+    AuditEntry.objects.create(
+        engagement=engagement, actor=actor, action="engagement re-opened", reason=reason.strip(),
+        details={"stopped_gates": stopped, "stopped_reason": engagement.stopped_reason},
+    )
+    engagement.state = Engagement.State.ACTIVE
+    engagement.stopped_reason = ""
+    engagement.save(update_fields=["state", "stopped_reason"])
+    return engagement
+
+
+def bom_item_tick(*, item: BomItem, actor: str) -> BomItem:
+    """Tick a bill-of-materials item as delivered and checked by ``actor`` (now). Ticking an
+    item already ticked changes nothing (the first tick's who and when stay). ValueError when
+    the engagement is accepted."""
+    if item.engagement.state == Engagement.State.ACCEPTED:
+        raise ValueError(_("engagement %(name)s is accepted; its BOM is final") % {
+            "name": item.engagement.name})
+    BomItem.objects.filter(pk=item.pk, ticked_at__isnull=True).update(
+        ticked_by=actor, ticked_at=timezone.now())
+    item.refresh_from_db(fields=["ticked_by", "ticked_at"])
+    return item

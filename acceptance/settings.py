@@ -115,6 +115,8 @@ CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "memory://localh
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_IGNORE_RESULT = True
+# The task modules (doors onto the services), found by name: runners.doorbell rings them.
+CELERY_IMPORTS = ("runners.tasks", "runners.soak.tasks")
 CELERY_TASK_ACKS_LATE = False  # a probe run on a customer node is never re-delivered silently
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

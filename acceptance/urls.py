@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/", include("acceptance.api.urls")),
     path("", include("acceptance.web_urls")),
     path("", include("runners.urls")),
+    path("", include("runners.lab.urls")),  # the lab harness (stand-in nodes), by name
     path("", include("runners.soak.urls")),
     path("", include("reports.urls")),
 ]

@@ -30,12 +30,8 @@ from acceptance.permissions import (
     has_role,
     role_of,
 )
-from gates.services import (
-    bom_item_tick,
-    criterion_threshold_edit,
-    engagement_reopen,
-    gate_review_accept,
-)
+from acceptance.services import bom_item_tick, engagement_reopen
+from gates.services import criterion_threshold_edit, gate_review_accept
 
 
 @login_required

@@ -46,9 +46,9 @@ def main() -> None:
          f"--concurrency={max(args.nodes)}", "--loglevel=WARNING", "--without-heartbeat",
          "--without-mingle", "--without-gossip", "-n", "bench@%h"],
         cwd=ROOT, env=dict(os.environ), start_new_session=True)
+    from runners.dispatch import gate_run_start
     from runners.lab.services import lab_down, lab_up
     from runners.models import GateRun
-    from runners.services import gate_run_start
 
     def timed_g2(engagement) -> float:
         engagement.gates.filter(code="G1").update(state="passed")

@@ -3,7 +3,7 @@
 Figure (TARGETS.md): one command that prints ``--mib`` MiB (default 10) of log lines on
 stdout, run on a lab node (a real sshd on loopback) two ways, interleaved, ``--runs`` times:
 
-* through the service: ``runners.services.probe_run_execute`` — SSH with the pinned host key,
+* through the service: ``runners.execution.probe_run_execute`` — SSH with the pinned host key,
   the output stored as it arrives (``OutputChunk`` rows every 0.5 s or 256 KiB, what the live
   run page and ``tail_run --follow`` read), then folded into the probe run with its sha256;
 * the anchor: OpenSSH's ``ssh -p PORT host CMD > file`` with the same command line.
@@ -94,9 +94,9 @@ def main() -> None:
         call_command("migrate", verbosity=0)
 
     from runners import live
+    from runners.execution import _JobContext, probe_run_execute
     from runners.lab.services import lab_down, lab_up
     from runners.models import GateRun, NodeJob
-    from runners.services import _JobContext, node_target, probe_run_execute
     from runners.transport import SSHConnection
 
     spec = _register_probe(size)
@@ -138,7 +138,7 @@ def main() -> None:
         def service_once(expected_sha: str) -> tuple[float, int]:
             flushed.update(bytes=0, flushes=0)
             start = time.perf_counter()
-            with SSHConnection(node_target(node)) as connection:
+            with SSHConnection(node.ssh_target()) as connection:
                 run = probe_run_execute(ctx=_JobContext(job, connection, {}), spec=spec,
                                         values={})
             elapsed = time.perf_counter() - start

@@ -38,10 +38,10 @@ def main() -> None:
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
 
+    from runners.execution import _JobContext, probe_run_execute
     from runners.lab.services import lab_down, lab_up
     from runners.models import GateRun, NodeJob
     from runners.probes import probe
-    from runners.services import _JobContext, node_target, probe_run_execute
     from runners.transport import SSHConnection
 
     engagement, lab = lab_up(scenario_name="healthy")
@@ -62,7 +62,7 @@ def main() -> None:
 
         def service_once() -> float:
             start = time.perf_counter()
-            with SSHConnection(node_target(node)) as connection:
+            with SSHConnection(node.ssh_target()) as connection:
                 run = probe_run_execute(ctx=_JobContext(job, connection, {}), spec=spec,
                                         values=values)
             assert run.state == "parsed", run.error

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from acceptance.models import AuditEntry, BomItem, Engagement, Organisation
+from acceptance.models import AuditEntry, Engagement, Organisation
 from acceptance.units import measurement_text
 from gates import evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
@@ -172,27 +172,6 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
 
 
 @transaction.atomic
-def engagement_reopen(*, engagement: Engagement, actor: str, reason: str) -> Engagement:
-    """Re-open a stopped engagement: its stopped gate goes back to pending, the reason is
-    recorded in the audit trail. ValueError if it is not stopped or the reason is blank."""
-    if not reason or not reason.strip():
-        raise ValueError(_("re-opening a stopped engagement needs a reason"))
-    if engagement.state != Engagement.State.STOPPED:
-        raise ValueError(_("engagement %(name)s is %(state)s, not stopped") % {
-            "name": engagement.name, "state": _(engagement.state)})
-    stopped = list(engagement.gates.filter(state=Gate.State.STOPPED).values_list("code", flat=True))
-    engagement.gates.filter(state=Gate.State.STOPPED).update(state=Gate.State.PENDING)
-    AuditEntry.objects.create(
-        engagement=engagement, actor=actor, action="engagement re-opened", reason=reason.strip(),
-        details={"stopped_gates": stopped, "stopped_reason": engagement.stopped_reason},
-    )
-    engagement.state = Engagement.State.ACTIVE
-    engagement.stopped_reason = ""
-    engagement.save(update_fields=["state", "stopped_reason"])
-    return engagement
-
-
-@transaction.atomic
 def gate_review_accept(*, gate: Gate, actor: str, reason: str) -> Gate:
     """A person accepts a gate in review (a figure outside the reference range on the good side,
     DOMAIN.md G3) with a reason: the gate passes, and the acceptance — who, why, which decision
@@ -230,7 +209,7 @@ def gate_review_accept(*, gate: Gate, actor: str, reason: str) -> Gate:
 
 def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, float]]:
     """Node name → (array serial, the array port's line rate in B/s) for every node that reads
-    an array: the denominator of the aggregate read-back (``evaluation.derive_readback``)."""
+    an array: the denominator of the aggregate read-back (``derivations.derive_readback``)."""
     return {
         node.name: (node.array.serial, node.array.link_speed_mbps * 1e6 / 8)
         for node in engagement.nodes.select_related("array").filter(array__isnull=False)
@@ -301,16 +280,3 @@ def criterion_threshold_edit(*, criterion: Criterion, actor: str, reason: str,
                  "new_requirement": evaluation.threshold_text(criterion_spec(criterion))},
     )
     return criterion
-
-
-def bom_item_tick(*, item: BomItem, actor: str) -> BomItem:
-    """Tick a bill-of-materials item as delivered and checked by ``actor`` (now). Ticking an
-    item already ticked changes nothing (the first tick's who and when stay). ValueError when
-    the engagement is accepted."""
-    if item.engagement.state == Engagement.State.ACCEPTED:
-        raise ValueError(_("engagement %(name)s is accepted; its BOM is final") % {
-            "name": item.engagement.name})
-    BomItem.objects.filter(pk=item.pk, ticked_at__isnull=True).update(
-        ticked_by=actor, ticked_at=timezone.now())
-    item.refresh_from_db(fields=["ticked_by", "ticked_at"])
-    return item

@@ -19,6 +19,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
+from acceptance.api.errors import Conflict
 from acceptance.permissions import Role, has_role
 from reports import services
 from reports.forms import MAX_VERIFY_BYTES
@@ -108,8 +109,6 @@ class ReportActionsMixin:
                 "new version (header X-New-Report)")
     @action(detail=True, methods=["get", "post"])
     def signoffs(self, request, pk=None):
-        from acceptance.api.views import Conflict
-
         report = self.get_object()
         if request.method == "GET":
             rows = SignOff.objects.filter(report__in=report.series()).select_related("report")

@@ -29,7 +29,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from acceptance.models import AuditEntry, Engagement
-from acceptance.permissions import Role, role_of
+from acceptance.permissions import Role, engagements_for, role_of
 from gates.models import Decision, Gate
 from gates.presentation import verdict_row
 from reports.context import (
@@ -48,7 +48,7 @@ from reports.signing import sign_pdf, verify_pdf
 from runners.charts import gate_run_charts
 from runners.models import GateRun
 from runners.probes import PROBES
-from runners.services import evidence_probe_runs
+from runners.soak.report import soak_report_section
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
 
@@ -85,7 +85,7 @@ def _section(decision: Decision) -> GateSection:
     criteria = [verdict_row(v, stored_explanation=True) for v in decision.verdicts.all()]
     runs = []
     # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
-    for run in (evidence_probe_runs(gate_run).select_related("node")
+    for run in (gate_run.evidence_probe_runs().select_related("node")
                 .order_by("started_at", "id")):
         raw = bytes(run.stdout)
         runs.append(EvidenceRow(
@@ -105,8 +105,6 @@ def _soak_section(decisions: list[Decision]):
     """The G4 soak section (charts, per-fault table, gaps) of the first of ``decisions`` made
     on a soak, in the active language; None when none was. Raises what the soak queries raise:
     a G4 report without its fault table would be misleading, so it is not issued then."""
-    from runners.soak.report import soak_report_section
-
     for decision in decisions:
         section = soak_report_section(decision)
         if section is not None:
@@ -486,8 +484,6 @@ def countersigned_store(*, report: Report, data: bytes, uploaded_by: str) -> Rep
 
 
 def visible_reports(user):
-    from acceptance.permissions import engagements_for
-
     return Report.objects.filter(engagement__in=engagements_for(user))
 
 

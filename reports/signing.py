@@ -31,6 +31,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
+from reports.evidence import evidence_check
+
 DEV_CA_NAME = "Acceptance Service Development CA"
 DEV_SIGNER_NAME = "Acceptance Service (development)"
 SIGNATURE_FIELD = "AcceptanceSignature"
@@ -464,8 +466,6 @@ def _validate(data: bytes, roots: list[asn1_x509.Certificate],
 
     evidence = None
     if check_evidence:
-        from reports.evidence import evidence_check
-
         evidence = evidence_check(data)
     newest = infos[-1]
     intact = all(i.intact for i in infos)

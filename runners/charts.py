@@ -21,7 +21,6 @@ from django.utils.translation import gettext as _
 from acceptance.units import measurement_text
 from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
 from runners.models import GateRun
-from runners.services import evidence_measurements, evidence_probe_runs
 
 WIDTH = 380
 LABEL_W = 112  # room for a group label such as "lab-inference-12"
@@ -319,13 +318,13 @@ def gate_run_charts(gate_run: GateRun) -> list[Chart]:
             reference_s = criterion.reference_value
     if reference_s is None and any(c.metric == "ttft_p50" for c in criteria):
         reference_s = R2_LOCAL_NVME_C16_TTFT_P50_S
-    simulated_runs = set(evidence_probe_runs(gate_run).filter(simulated=True).values_list(
+    simulated_runs = set(gate_run.evidence_probe_runs().filter(simulated=True).values_list(
         "id", flat=True))
     lab = gate_run.gate.engagement.is_lab
     figures = [
         Figure(m.metric, m.value, m.unit, m.node.name if m.node else "", m.labels, m.derived,
                lab or m.probe_run_id in simulated_runs)
-        for m in evidence_measurements(gate_run).select_related("node").order_by(
+        for m in gate_run.evidence_measurements().select_related("node").order_by(
             "metric", "node__name", "id")
     ]
     return run_charts(figures, line_threshold=threshold, ttft_reference_s=reference_s)

@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from runners.dispatch import gate_run_finish_if_complete
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.probes import kill_command
 from runners.transport import SSHConnection, TransportError
@@ -37,12 +38,10 @@ class CancelReport:
 
 def _kill(run: ProbeRun) -> str:
     """Kill a probe run's process group on its node over a fresh connection."""
-    from runners.services import node_target
-
     if not run.remote_token:
         return "nothing started on the node"
     try:
-        with SSHConnection(node_target(run.node)) as connection:
+        with SSHConnection(run.node.ssh_target()) as connection:
             result = connection.run(kill_command(run.remote_token, sudo=run.node.use_sudo),
                                     timeout=20)
     except TransportError as error:
@@ -54,8 +53,6 @@ def _kill(run: ProbeRun) -> str:
 def gate_run_cancel(*, gate_run: GateRun, cancelled_by: str, wait_s: float = 30.0) -> CancelReport:
     """Cancel ``gate_run``: record who, kill its running remote commands (confirmed), and wait up
     to ``wait_s`` for its workers to stop; jobs no worker settles by then are settled here."""
-    from runners.services import gate_run_finish_if_complete
-
     report = CancelReport(gate_run)
     updated = GateRun.objects.filter(
         id=gate_run.id, state__in=[GateRun.State.QUEUED, GateRun.State.RUNNING],
@@ -91,13 +88,11 @@ def gate_run_cancel(*, gate_run: GateRun, cancelled_by: str, wait_s: float = 30.
 
 
 def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
-    """Fail jobs whose worker stopped heartbeating; kill what they left on the node; re-attach
-    soaks whose driver stopped (``runners.soak.services.soak_recover``).
+    """Fail jobs whose worker stopped heartbeating; kill what they left on the node (soaks are
+    re-attached by ``runners.launch.runs_recover``, which calls this too).
 
-    Returns one line per recovered job or soak. Safe to call from anywhere, any number of times.
+    Returns one line per recovered job. Safe to call from anywhere, any number of times.
     """
-    from runners.services import gate_run_finish_if_complete
-
     cutoff = timezone.now() - (after if after is not None else lost_after())
     lines = []
     for job in NodeJob.objects.select_related("node__credential").filter(
@@ -130,9 +125,4 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
         if GateRun.objects.filter(id=gate_run.id, state=GateRun.State.EVALUATING).update(
                 state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
             lines.append(f"{gate_run}: {reason}")
-    # G4 soaks have no node jobs: their driver heartbeats on the soak; a stale one is handed
-    # to a new driver (the agents on the nodes kept running), with the gap recorded.
-    from runners.soak.services import soak_recover
-
-    lines += soak_recover(after=after)
     return lines

@@ -27,11 +27,13 @@ from django.utils.dateparse import parse_datetime
 from acceptance.models import Node
 from gates.models import Gate
 from gates.services import gate_check_runnable
-from runners import services
+from runners import intake
+from runners.dispatch import gate_run_finish_if_complete, service_probe_run
+from runners.execution import plan_values
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.parsers import PARSERS
 from runners.plans import node_steps
-from runners.probes import SIMULATED_MARKER, Probe, ProbeParameterError, probe
+from runners.probes import Probe, ProbeParameterError, probe
 
 FORMAT = "acceptance-evidence/1"
 MAX_BUNDLE_BYTES = 256 << 20  # compressed archive
@@ -51,7 +53,7 @@ def _steps(gate: Gate, node: Node) -> list[dict]:
     steps = []
     for step in node_steps(gate, node):
         spec = probe(step["probe"])
-        values = services._plan_values(step, spec, node, None)
+        values = plan_values(step, spec, node, None)
         entry = {"step": len(steps), "probe": spec.name, "parser": spec.parser,
                  "timeout": spec.timeout_s + 15, "version_command": spec.version_command(),
                  "labels": step.get("labels") or {}, "arm": step.get("arm", "")}
@@ -223,7 +225,7 @@ def evidence_import(*, gate: Gate, bundles: list[tuple[str, bytes]], imported_by
         raise EvidenceRefused(f"{gate.code} needs one bundle per node: missing "
                               f"{sorted(expected - set(names))}")
     gate_run = _store(gate, read, imported_by)
-    services.gate_run_finish_if_complete(gate_run_id=gate_run.id)
+    gate_run_finish_if_complete(gate_run_id=gate_run.id)
     gate_run.refresh_from_db()
     return gate_run
 
@@ -239,7 +241,7 @@ def _store(gate: Gate, bundles: list[_Bundle], imported_by: str) -> GateRun:
                                       state=GateRun.State.RUNNING)
     for step in gate.probe_plan:
         if step["role"] == "service":
-            services._service_probe_run(gate_run=gate_run, probe_name=step["probe"])
+            service_probe_run(gate_run=gate_run, probe_name=step["probe"])
     for bundle in bundles:
         now = timezone.now()
         NodeJob.objects.create(gate_run=gate_run, node=bundle.node, state=NodeJob.State.DONE,
@@ -250,23 +252,23 @@ def _store(gate: Gate, bundles: list[_Bundle], imported_by: str) -> GateRun:
             spec = probe(entry["probe"])
             step = steps[entry["step"]]
             stdout, stderr = bundle.files[entry["stdout"]], bundle.files[entry["stderr"]]
-            run = ProbeRun.objects.create(
+            run = ProbeRun(
                 gate_run=gate_run, node=bundle.node, probe=spec.name, parser=spec.parser,
                 parser_version=PARSERS[spec.parser].PARSER_VERSION,
                 parameters=entry.get("parameters") or {}, command=entry["command"],
                 labels=step["labels"], arm=step["arm"],
                 tool_version=str(entry.get("tool_version", ""))[:200],
-                exit_code=entry["exit_status"], stdout=stdout, stderr=stderr,
-                stdout_sha256=entry["stdout_sha256"],
+                exit_code=entry["exit_status"],
                 started_at=parse_datetime(entry["started_at"]),
                 finished_at=parse_datetime(entry["finished_at"]),
-                simulated=SIMULATED_MARKER.encode() in stderr,
                 origin=GateRun.Origin.IMPORTED, host=str(host)[:253],
             )
+            intake.raw_output_keep(run, stdout=stdout, stderr=stderr)
+            run.save()
             if not spec.parse_exit(run.exit_code):
                 run.state = ProbeRun.State.FAILED
-                run.error_kind, run.error = services._exit_error(run.exit_code, stderr)
+                run.error_kind, run.error = intake.exit_error(run.exit_code, stderr)
                 run.save(update_fields=["state", "error_kind", "error"])
             else:
-                services._parse_and_store(run, stdout)
+                intake.raw_output_parse(run)
     return gate_run

@@ -1,4 +1,4 @@
-"""Forms of the engineer's pages: evidence upload, node registration (two steps), the lab.
+"""Forms of the engineer's pages: evidence upload, node registration (two steps), re-runs.
 
 Node registration never trusts on first use: step one reads the host key the node presents and
 shows its fingerprint; step two enrols only when the engineer confirms that fingerprint as read
@@ -27,7 +27,6 @@ from acceptance.models import (
     ssh_user_validator,
 )
 from runners.evidence import MAX_BUNDLE_BYTES
-from runners.lab.services import MAX_NODES, scenario_names
 from runners.transport import AuthenticationFailed, private_key_type
 
 HOST_KEY_SALT = "runners.node-register.host-key"
@@ -209,20 +208,6 @@ class NodeEnrolForm(forms.Form):
 
 
 # --- the lab ------------------------------------------------------------------------------------
-
-
-class LabForm(forms.Form):
-    scenario = forms.ChoiceField(label=_("Scenario"), choices=(), initial="healthy")
-    nodes = forms.IntegerField(
-        label=_("Inference nodes"), initial=1,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_NODES)])
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["nodes"].help_text = _(
-            "Each is its own sshd on 127.0.0.1 with its own host key (1 … %(max)s)"
-        ) % {"max": MAX_NODES}
-        self.fields["scenario"].choices = [(name, name) for name in scenario_names()]
 
 
 class RerunForm(forms.Form):

@@ -7,7 +7,10 @@ efficiency, baseline deviation) are measurements too, linked to their inputs. G3
 and G4 soak samples are measurements with ``arm`` / ``sampled_at`` set, so they fit unchanged.
 """
 
+from __future__ import annotations
+
 from django.db import models
+from django.db.models import Q
 
 from acceptance.models import Engagement, Node
 
@@ -64,6 +67,32 @@ class GateRun(models.Model):
     @property
     def engagement(self) -> Engagement:
         return self.gate.engagement
+
+    def carried_sources(self) -> dict[int, list[int]]:
+        """Gate run id → node ids whose evidence this (per-node re-run) carries from that run."""
+        sources: dict[int, list[int]] = {}
+        for run_id, node_id in NodeJob.objects.filter(
+                gate_run=self, carried_from__isnull=False).values_list(
+                "carried_from__gate_run_id", "node_id"):
+            sources.setdefault(run_id, []).append(node_id)
+        return sources
+
+    def evidence_probe_runs(self) -> models.QuerySet[ProbeRun]:
+        """Every probe run a decision of this run rests on: its own, plus — in a per-node
+        re-run — the other nodes' runs it carries from the attempt that ran them."""
+        where = Q(gate_run=self)
+        for run_id, nodes in self.carried_sources().items():
+            where |= Q(gate_run_id=run_id, node_id__in=nodes)
+        return ProbeRun.objects.filter(where)
+
+    def evidence_measurements(self) -> models.QuerySet[Measurement]:
+        """The measurements this run is judged on: its own (read and derived) plus the read
+        measurements of the carried probe runs (their derived figures are computed again)."""
+        where = Q(gate_run=self)
+        for run_id, nodes in self.carried_sources().items():
+            where |= Q(gate_run_id=run_id, node_id__in=nodes, derived=False,
+                       probe_run__isnull=False)
+        return Measurement.objects.filter(where)
 
 
 class NodeJob(models.Model):

@@ -24,7 +24,6 @@ from runners.forms import ROLE_CHOICES
 from runners.live import output_read
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.presentation import measurement_row
-from runners.services import evidence_measurements, evidence_probe_runs
 
 OVER = (GateRun.State.DONE, GateRun.State.FAILED, GateRun.State.CANCELLED)
 LOG_BUDGET_PAGE = 256 << 10  # bytes of log the first page load carries
@@ -137,7 +136,7 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
     roles = dict(ROLE_CHOICES)
     rows: dict[int | None, NodeRow] = {}
     service = ProbeRun.objects.filter(gate_run=gate_run, node__isnull=True).order_by("id")
-    runs = (evidence_probe_runs(gate_run).filter(node__isnull=False)
+    runs = (gate_run.evidence_probe_runs().filter(node__isnull=False)
             .defer("stdout", "stderr").order_by("id"))
     if service.exists():
         rows[None] = NodeRow(name=_("service"), role=_("evidence the service holds"),
@@ -316,7 +315,7 @@ def run_results(gate_run: GateRun) -> dict:
     decision = getattr(gate_run, "decision", None) if gate_run.state == "done" else None
     verdicts = [verdict_row(v, words=STATE_LABELS) for v in decision.verdicts.all()] \
         if decision is not None else []
-    simulated_runs = set(evidence_probe_runs(gate_run).filter(simulated=True).values_list(
+    simulated_runs = set(gate_run.evidence_probe_runs().filter(simulated=True).values_list(
         "id", flat=True))
     lab = gate_run.gate.engagement.is_lab
     attempts = dict(gate_run.gate.runs.values_list("id", "attempt"))
@@ -325,7 +324,7 @@ def run_results(gate_run: GateRun) -> dict:
                         carried="" if m.gate_run_id == gate_run.id else
                         _("carried from attempt #%(n)s") % {
                             "n": attempts.get(m.gate_run_id, "?")})
-        for m in evidence_measurements(gate_run).select_related("node").order_by(
+        for m in gate_run.evidence_measurements().select_related("node").order_by(
             "metric", "node__name", "id")
     ]
     report = getattr(decision, "report", None) if decision is not None else None

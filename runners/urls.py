@@ -18,5 +18,4 @@ urlpatterns = [
     path("runs/<int:run_id>/live/", views.run_live, name="run-live"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<int:run_id>/rerun/", views.run_rerun, name="run-rerun"),
-    path("lab/", views.lab, name="lab"),
 ]

@@ -25,7 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from acceptance.data_texts import data_text
 from acceptance.models import Credential, Engagement, Node, host_key_fingerprint
 from acceptance.pages.words import ORIGIN_WORDS
-from acceptance.permissions import Role, engagement_for, engagements_for, has_role
+from acceptance.permissions import Role, engagement_for, has_role
 from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
 from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
@@ -35,18 +35,14 @@ from runners.evidence import EvidenceRefused, collection_script, evidence_import
 from runners.forms import (
     ROLE_CHOICES,
     EvidenceUploadForm,
-    LabForm,
     NodeAddressForm,
     NodeEnrolForm,
     RerunForm,
     host_key_token,
     host_key_unsign,
 )
-from runners.lab.scenarios import SCENARIOS
-from runners.lab.server import LabError
-from runners.lab.services import lab_up
+from runners.launch import LaunchInvalid, gate_launch
 from runners.models import GateRun
-from runners.services import gate_run_rerun_node, gate_run_start
 from runners.transport import TransportError
 
 CANCEL_WAIT_S = 5.0  # a page waits this long for workers to stop; the rest settles on its own
@@ -65,7 +61,7 @@ def _visible_run(user, run_id: int) -> GateRun:
     return run
 
 
-def _engagement_url(name: str) -> str:
+def engagement_url(name: str) -> str:
     """The engagement's own page (the project manager's pages), ``/engagements/NAME/``."""
     try:
         return reverse("engagement-detail", args=[name])
@@ -103,7 +99,7 @@ def node_list(request, name: str):
                 "n": last.attempt, "state": pages.state_label(last.state)} if last else "",
         })
     return render(request, "runners/node_list.html", {
-        "engagement": engagement, "engagement_url": _engagement_url(engagement.name),
+        "engagement": engagement, "engagement_url": engagement_url(engagement.name),
         "nodes": nodes, "gates": gates, "can_register": is_engineer,
     })
 
@@ -171,7 +167,7 @@ def node_register(request, name: str):
     when the engineer confirms it as read on the node's console."""
     _require_engineer(request.user)
     engagement = engagement_for(request.user, name)
-    context = {"engagement": engagement, "engagement_url": _engagement_url(engagement.name)}
+    context = {"engagement": engagement, "engagement_url": engagement_url(engagement.name)}
     step = request.POST.get("step") if request.method == "POST" else None
     if step == "enrol":
         try:
@@ -236,10 +232,9 @@ def gate_run_launch(request, name: str, code: str):
                      needs_confirm=needs_confirm, per_node=False)
     if request.method == "POST" and form.is_valid():
         try:
-            gate_run = gate_run_start(gate=gate, started_by=request.user.get_username(),
-                                      reason=form.cleaned_data["reason"],
-                                      confirmed=needs_confirm)
-        except GateRefused as refusal:
+            gate_run = gate_launch(gate=gate, started_by=request.user.get_username(),
+                                   reason=form.cleaned_data["reason"], confirmed=needs_confirm)
+        except (GateRefused, LaunchInvalid) as refusal:
             messages.error(request, _("Not started, nothing was created: %(reason)s")
                            % {"reason": refusal})
             return redirect("gate-run-start", name=engagement.name, code=gate.code)
@@ -262,7 +257,7 @@ def gate_run_launch(request, name: str, code: str):
     criteria = [{"description": data_text(c.description), "metric": c.metric}
                 for c in gate.criteria.all()]
     return render(request, "runners/gate_launch.html", {
-        "engagement": engagement, "engagement_url": _engagement_url(engagement.name),
+        "engagement": engagement, "engagement_url": engagement_url(engagement.name),
         "gate": gate, "gate_state_text": pages.state_label(gate.state), "refusal": refusal,
         "nodes": nodes, "missing": missing, "runs": runs, "criteria": criteria,
         "simulated": engagement.is_lab, "form": form, "needs_confirm": needs_confirm,
@@ -281,7 +276,7 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
     engagement = gate_run.gate.engagement
     return {
         "run": gate_run, "engagement": engagement, "gate": gate_run.gate,
-        "engagement_url": _engagement_url(engagement.name),
+        "engagement_url": engagement_url(engagement.name),
         "state_text": pages.state_label(gate_run.state), "over": over,
         "simulated": pages.run_simulated(gate_run), "rows": rows,
         "counts": pages.run_counts(rows), "log": pieces, "log_complete": complete,
@@ -369,13 +364,9 @@ def run_rerun(request, run_id: int):
     if data is not None and form.is_valid():
         who, reason = request.user.get_username(), form.cleaned_data["reason"]
         try:
-            if node:
-                new_run = gate_run_rerun_node(gate_run=gate_run, node_name=node, started_by=who,
-                                              reason=reason, confirmed=needs_confirm)
-            else:
-                new_run = gate_run_start(gate=gate, started_by=who, reason=reason,
-                                         confirmed=needs_confirm)
-        except GateRefused as refusal:
+            new_run = gate_launch(gate=gate, started_by=who, reason=reason,
+                                  confirmed=needs_confirm, node=node, rerun_of=gate_run)
+        except (GateRefused, LaunchInvalid) as refusal:
             form.add_error(None, _("Not started, nothing was created: %(reason)s")
                            % {"reason": refusal})
         else:
@@ -400,40 +391,8 @@ def run_rerun(request, run_id: int):
         "form": form, "needs_confirm": needs_confirm, "over": pages.is_over(gate_run),
         "gate_state_text": pages.state_label(gate.state),
         "run_url": reverse("run-detail", args=[gate_run.id]),
-        "engagement_url": _engagement_url(gate.engagement.name),
+        "engagement_url": engagement_url(gate.engagement.name),
     })
-
-
-# --- the lab ----------------------------------------------------------------------------------
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def lab(request):
-    """Pick a lab scenario: local sshd nodes with stand-in tools (simulated evidence)."""
-    _require_engineer(request.user)
-    form = LabForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        scenario, count = form.cleaned_data["scenario"], form.cleaned_data["nodes"]
-        try:
-            engagement, _server = lab_up(scenario_name=scenario, nodes=count)
-        except LabError as error:
-            form.add_error(None, _("The lab did not start: %(reason)s") % {"reason": error})
-        else:
-            messages.success(request, _(
-                "Lab engagement %(name)s is up: an array controller and %(n)s inference "
-                "node(s) on 127.0.0.1. Its evidence is SIMULATED.") % {
-                "name": engagement.name, "n": count})
-            return redirect(_engagement_url(engagement.name))
-    scenarios = [{"name": name, "description": data_text(SCENARIOS[name].get("description", ""))}
-                 for name in sorted(SCENARIOS)]
-    labs = [{"name": e.name, "url": _engagement_url(e.name),
-             "nodes_url": reverse("node-list", args=[e.name]), "state": e.state,
-             "state_text": pages.state_label(e.state),
-             "nodes": e.nodes.count()}
-            for e in engagements_for(request.user).filter(is_lab=True).order_by("name")]
-    return render(request, "runners/lab.html",
-                  {"form": form, "scenarios": scenarios, "labs": labs})
 
 
 # --- evidence without SSH ----------------------------------------------------------------------
@@ -476,7 +435,7 @@ def gate_evidence(request, name: str, code: str):
             for r in gate.runs.select_related("decision").order_by("-attempt")[:10]]
     return render(request, "runners/gate_evidence.html",
                   {"gate": gate, "nodes": nodes, "form": form, "runs": runs,
-                   "engagement_url": _engagement_url(gate.engagement.name)})
+                   "engagement_url": engagement_url(gate.engagement.name)})
 
 
 @login_required

@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from acceptance.api import serializers as s
+from acceptance.api.errors import Conflict
 from acceptance.models import Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
@@ -37,21 +38,15 @@ from reports.api import ReportActionsMixin, ReportVersionSerializer
 from reports.models import Report
 from reports.services import download_record
 from runners.control import gate_run_cancel
+from runners.dispatch import ConfirmationRequired
+from runners.launch import LaunchInvalid, gate_launch
 from runners.live import output_read
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
-from runners.plans import node_steps
-from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
 
 CANCEL_WAIT_S = 5.0  # how long a cancel request waits for the run's workers to stop
 OUTPUT_LIMIT = 1 << 20  # at most this many bytes of raw output per request
 
 _TYPES = {int: OpenApiTypes.INT, str: OpenApiTypes.STR, bool: OpenApiTypes.BOOL}
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflict"
-    default_code = "conflict"
 
 
 class ReportFileMismatch(APIException):
@@ -194,20 +189,13 @@ class GateViewSet(ScopedViewSet):
         _require_engineer(request)
         body = s.GateRunStartBodySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        timeouts = body.validated_data["probe_timeouts"]
-        if timeouts:
-            planned = {step["probe"] for node in gate.engagement.nodes.all()
-                       for step in node_steps(gate, node)}
-            stray = sorted(set(timeouts) - planned)
-            if stray:
-                raise ValidationError({"probe_timeouts": [
-                    f"{gate.code} does not run {', '.join(stray)} (its probes: "
-                    f"{', '.join(sorted(planned)) or 'none'})"]})
         try:
-            gate_run = gate_run_start(gate=gate, started_by=request.user.get_username(),
-                                      probe_timeouts=timeouts,
-                                      reason=body.validated_data["reason"],
-                                      confirmed=body.validated_data["confirm"])
+            gate_run = gate_launch(gate=gate, started_by=request.user.get_username(),
+                                   probe_timeouts=body.validated_data["probe_timeouts"],
+                                   reason=body.validated_data["reason"],
+                                   confirmed=body.validated_data["confirm"])
+        except LaunchInvalid as error:
+            raise ValidationError({error.field: [str(error)]}) from None
         except ConfirmationRequired as refusal:
             raise ValidationError({"confirm": [str(refusal)]}) from None
         except GateRefused as refusal:
@@ -289,12 +277,10 @@ class GateRunViewSet(ScopedViewSet):
             raise ValidationError({"reason": ["re-running one node needs a reason (audited)"]})
         who = request.user.get_username()
         try:
-            if node:
-                new_run = gate_run_rerun_node(gate_run=gate_run, node_name=node, started_by=who,
-                                              reason=reason, confirmed=confirmed)
-            else:
-                new_run = gate_run_start(gate=gate_run.gate, started_by=who, reason=reason,
-                                         confirmed=confirmed)
+            new_run = gate_launch(gate=gate_run.gate, started_by=who, reason=reason,
+                                  confirmed=confirmed, node=node, rerun_of=gate_run)
+        except LaunchInvalid as error:
+            raise ValidationError({error.field: [str(error)]}) from None
         except ConfirmationRequired as refusal:
             raise ValidationError({"confirm": [str(refusal)]}) from None
         except GateRefused as refusal:
@@ -323,9 +309,10 @@ class NodeJobViewSet(ScopedViewSet):
 def _evidence_of(model):
     """``?evidence_of=GATE_RUN``: what that gate run was decided on — its own rows plus, in a
     per-node re-run, the other nodes' rows it carries from the attempt that ran them."""
-    from runners.services import evidence_measurements, evidence_probe_runs
-
-    rows = evidence_probe_runs if model is ProbeRun else evidence_measurements
+    def rows(gate_run: GateRun) -> QuerySet:
+        if model is ProbeRun:
+            return gate_run.evidence_probe_runs()
+        return gate_run.evidence_measurements()
 
     def lookup(queryset, gate_run_id: int):
         gate_run = GateRun.objects.filter(pk=gate_run_id).first()

@@ -7,8 +7,6 @@ One module per tool, each exposing ``TOOL``, ``PARSER_VERSION`` and
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from runners.parsers import (
     bom_checklist,
     ethtool,
@@ -22,9 +20,9 @@ from runners.parsers import (
     vllm_bench,
     vllm_metrics,
 )
-from runners.parsers.base import MeasurementData, ParseError
+from runners.parsers.base import MeasurementData, ParseError, Parser
 
-PARSERS: dict[str, ModuleType] = {
+PARSERS: dict[str, Parser] = {
     "bom_checklist": bom_checklist,
     "fio": fio,
     "nvme_list": nvme_list,

@@ -12,6 +12,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 # The closed set of units a measurement may carry (METRICS.md). Display conversion lives in the
 # templates' filters; storage is always in one of these.
@@ -37,9 +38,18 @@ class MeasurementData:
         ):
             raise ValueError(f"{self.metric} has no finite value: {self.value!r}")
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"metric": self.metric, "value": self.value, "unit": self.unit,
                 "labels": dict(self.labels)}
+
+
+class Parser(Protocol):
+    """What a parser module provides; the registry holds the modules themselves."""
+
+    TOOL: str
+    PARSER_VERSION: str
+
+    def parse(self, raw: bytes) -> list[MeasurementData]: ...
 
 
 class ParseError(ValueError):

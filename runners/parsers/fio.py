@@ -47,6 +47,7 @@ peak of ~2.2× its size (benchmarks/parse_fio.py).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from runners.parsers.base import (
     MeasurementData,
@@ -99,8 +100,9 @@ def parse(raw: bytes) -> list[MeasurementData]:
         wanted = _CLAT_METRICS[direction]
         latencies = _clat_percentiles(sections, [percent for percent, _ in wanted], text)
         for percent, metric in wanted:
-            if latencies[percent] is not None:
-                add(metric, latencies[percent], "s", "clat_ns")
+            latency = latencies[percent]
+            if latency is not None:
+                add(metric, latency, "s", "clat_ns")
     if not measurements:
         raise ParseError(TOOL, line_of(text, '"jobname"'), "a 'read' or 'write' section per job")
 
@@ -123,7 +125,7 @@ def _no_json(text: str) -> ParseError:
     return ParseError(TOOL, first[0], "fio JSON output (--output-format=json)", first[1].strip())
 
 
-def _required(section: dict, key: str, text: str) -> float:
+def _required(section: dict[str, Any], key: str, text: str) -> float:
     if key not in section:
         raise ParseError(TOOL, line_of(text, '"jobname"'), f"{key!r} in every read/write section")
     value = as_number(TOOL, key, section[key], text)
@@ -133,18 +135,18 @@ def _required(section: dict, key: str, text: str) -> float:
     return value
 
 
-def _bandwidth(section: dict, text: str) -> float:
+def _bandwidth(section: dict[str, Any], text: str) -> float:
     if "bw_bytes" in section:
         return _required(section, "bw_bytes", text)
     return _required(section, "bw", text) * 1024  # KiB/s in fio 2.x and 3.x alike
 
 
-def _clat_percentiles(sections: list[dict], percents: list[float],
+def _clat_percentiles(sections: list[dict[str, Any]], percents: list[float],
                       text: str) -> dict[float, float | None]:
     """The completion-latency percentiles (s) over all job entries, by percent; None where no
     entry has a non-zero figure."""
     # per section: (its percentile figures by percent, bins or None, bin units per second)
-    blocks: list[tuple[dict[float, float | None], dict | None, float]] = []
+    blocks: list[tuple[dict[float, float | None], dict[str, Any] | None, float]] = []
     for section in sections:
         if isinstance(section.get("clat_ns"), dict):
             block, per_second = section["clat_ns"], 1e9
@@ -163,12 +165,13 @@ def _clat_percentiles(sections: list[dict], percents: list[float],
     merged_cache: dict[tuple[int, ...], dict[float, float]] = {}
     for percent in percents:
         # None (absent) or 0 (no samples, gtod_reduce): no figure from that entry
-        found = [index for index, (figures, _, _) in enumerate(blocks) if figures[percent]]
+        found = {index: figure for index, (figures, _, _) in enumerate(blocks)
+                 if (figure := figures[percent])}
         if not found:
             result[percent] = None
         elif len(found) == 1:
-            figures, _, per_second = blocks[found[0]]
-            result[percent] = figures[percent] / per_second
+            [(index, figure)] = found.items()
+            result[percent] = figure / blocks[index][2]
         elif all(blocks[index][1] is not None for index in found):
             key = tuple(found)
             if key not in merged_cache:  # merged once, read for every percent
@@ -176,11 +179,12 @@ def _clat_percentiles(sections: list[dict], percents: list[float],
             merged = merged_cache[key]
             result[percent] = _percentile_of_bins(merged, percent) if merged else None
         else:
-            result[percent] = max(blocks[index][0][percent] / blocks[index][2] for index in found)
+            result[percent] = max(figure / blocks[index][2] for index, figure in found.items())
     return result
 
 
-def _merge_bins(histograms: list[tuple[dict | None, float]], text: str) -> dict[float, float]:
+def _merge_bins(histograms: list[tuple[dict[str, Any] | None, float]],
+               text: str) -> dict[float, float]:
     """Sum json+ ``bins`` ({latency as a string: count}) of several job entries, keyed by the
     latency in seconds. Counts are summed per key string first (one dict update per bin, no
     number parsing), and each distinct key is converted once: a 50 MB capture has millions of
@@ -210,7 +214,7 @@ def _merge_bins(histograms: list[tuple[dict | None, float]], text: str) -> dict[
     return merged
 
 
-def _at_percent(percentiles: dict, percent: float, text: str) -> float | None:
+def _at_percent(percentiles: dict[str, Any], percent: float, text: str) -> float | None:
     for key, value in percentiles.items():
         try:
             at = float(key)

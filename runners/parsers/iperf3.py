@@ -34,6 +34,8 @@ Sources: corpus ``iperf3/`` samples (SOURCES.md), esnet/iperf ``src/iperf_api.c`
 
 from __future__ import annotations
 
+from typing import Any
+
 from runners.parsers.base import (
     MeasurementData,
     ParseError,
@@ -107,7 +109,7 @@ def parse(raw: bytes) -> list[MeasurementData]:
     return measurements
 
 
-def _section(end: dict, key: str, text: str) -> dict | None:
+def _section(end: dict[str, Any], key: str, text: str) -> dict[str, Any] | None:
     value = end.get(key)
     if value is None:
         return None
@@ -117,7 +119,7 @@ def _section(end: dict, key: str, text: str) -> dict | None:
     return value
 
 
-def _bits_per_second(section: dict, name: str, text: str) -> float:
+def _bits_per_second(section: dict[str, Any], name: str, text: str) -> float:
     value = as_number(TOOL, "bits_per_second", section.get("bits_per_second"), text)
     if value is None:
         raise ParseError(TOOL, line_of(text, f'"{name}"'),
@@ -126,7 +128,8 @@ def _bits_per_second(section: dict, name: str, text: str) -> float:
     return value
 
 
-def _labels(document: dict, end: dict, udp_sum: dict | None) -> dict[str, str]:
+def _labels(document: dict[str, Any], end: dict[str, Any],
+            udp_sum: dict[str, Any] | None) -> dict[str, str]:
     start = document.get("start")
     test_start = start.get("test_start") if isinstance(start, dict) else None
     test_start = test_start if isinstance(test_start, dict) else {}

@@ -83,14 +83,16 @@ def parse(raw: bytes) -> list[MeasurementData]:
     for (device, port, counter), samples in series.items():
         if len(samples) < 2:
             continue
-        (_, t0, v0), (line, t1, v1) = samples[0], samples[-1]
+        (_, t0, v0), (last, t1, v1) = samples[0], samples[-1]
         if t1 <= t0:
-            raise ParseError(TOOL, line, "a later time than the first sample",
+            raise ParseError(TOOL, last, "a later time than the first sample",
                              f"{t0:.9f} → {t1:.9f}")
         if v1 < v0:
-            raise ParseError(TOOL, line, "a counter not lower than the first sample (reset or "
+            raise ParseError(TOOL, last, "a counter not lower than the first sample (reset or "
                                          "wrapped)", f"{v0} → {v1}")
-        metric, unit = _kind(counter)
+        kind = _kind(counter)
+        assert kind is not None  # every counter was checked known when its sample was read
+        metric, unit = kind
         measurements.append(MeasurementData(
             metric, (v1 - v0) * unit / (t1 - t0), "B/s",
             {"device": device, "port": port, "counter": counter},

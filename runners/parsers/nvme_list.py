@@ -32,6 +32,7 @@ Emits (METRICS.md, all unit ``1``):
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from runners.parsers.base import MeasurementData, ParseError, decode_text, extract_json, line_of
 
@@ -66,7 +67,7 @@ def parse(raw: bytes) -> list[MeasurementData]:
     return measurements
 
 
-def _list(entry: dict, key: str) -> list:
+def _list(entry: dict[str, Any], key: str) -> list[Any]:
     """``entry[key]`` as a list (absent or null: empty); ParseError for anything else, which
     would otherwise be skipped and undercount drives."""
     value = entry.get(key)
@@ -81,7 +82,7 @@ def _text(value: object) -> str:
     return str(value).strip() if value is not None else ""
 
 
-def _add_drive(drives: dict[str, dict[str, str]], entry: dict, controller: str) -> None:
+def _add_drive(drives: dict[str, dict[str, str]], entry: dict[str, Any], controller: str) -> None:
     serial = _text(entry.get("SerialNumber"))
     transport = _text(entry.get("Transport")).lower()
     if serial and transport in ("", "pcie") and serial not in drives:
@@ -89,7 +90,7 @@ def _add_drive(drives: dict[str, dict[str, str]], entry: dict, controller: str) 
                           "controller": controller}
 
 
-def _read_flat(device: dict, drives: dict[str, dict[str, str]],
+def _read_flat(device: dict[str, Any], drives: dict[str, dict[str, str]],
                namespaces: set[tuple[str, str]]) -> None:
     path = _text(device.get("DevicePath"))
     match = _DEVICE_PATH.match(path)
@@ -98,16 +99,16 @@ def _read_flat(device: dict, drives: dict[str, dict[str, str]],
     namespaces.add((_text(device.get("SerialNumber")), nsid))
 
 
-def _controller_path(entry: dict) -> str:
+def _controller_path(entry: dict[str, Any]) -> str:
     match = _CONTROLLER.match(_text(entry.get("Controller")))
     return f"/dev/{match.group(1)}" if match else ""
 
 
-def _namespace_key(nqn: str, namespace: dict) -> tuple[str, str]:
+def _namespace_key(nqn: str, namespace: dict[str, Any]) -> tuple[str, str]:
     return (nqn, _text(namespace.get("NSID")) or _text(namespace.get("NameSpace")))
 
 
-def _read_verbose(subsystems: list, drives: dict[str, dict[str, str]],
+def _read_verbose(subsystems: list[Any], drives: dict[str, dict[str, str]],
                   namespaces: set[tuple[str, str]]) -> None:
     for subsystem in subsystems:
         if not isinstance(subsystem, dict):

@@ -49,6 +49,7 @@ EXIT STATUS, RUNBOOK §2.3/§2.5; the corpus ``smartctl/`` samples (SOURCES.md).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from runners.parsers.base import (
     MeasurementData,
@@ -177,7 +178,7 @@ def _check_format(version: object, text: str) -> None:
                          "json_format_version 0.x or 1.x", repr(version))
 
 
-def _labels(document: dict, head: dict) -> dict[str, str]:
+def _labels(document: dict[str, Any], head: dict[str, Any]) -> dict[str, str]:
     labels: dict[str, str] = {}
     device = document.get("device")
     name = device.get("name") if isinstance(device, dict) else None
@@ -194,7 +195,7 @@ def _labels(document: dict, head: dict) -> dict[str, str]:
     return labels
 
 
-def _is_nvme(document: dict) -> bool:
+def _is_nvme(document: dict[str, Any]) -> bool:
     device = document.get("device")
     protocol = device.get("protocol") if isinstance(device, dict) else None
     if isinstance(protocol, str):
@@ -202,7 +203,7 @@ def _is_nvme(document: dict) -> bool:
     return "nvme_smart_health_information_log" in document
 
 
-def _object(container: dict | None, key: str, text: str) -> dict | None:
+def _object(container: dict[str, Any] | None, key: str, text: str) -> dict[str, Any] | None:
     """``container[key]`` when it is an object, None when absent or null; ParseError for any
     other type (a health figure must not be misread)."""
     if container is None or container.get(key) is None:
@@ -214,7 +215,7 @@ def _object(container: dict | None, key: str, text: str) -> dict | None:
     return value
 
 
-def _number(container: dict | None, key: str, text: str) -> float | None:
+def _number(container: dict[str, Any] | None, key: str, text: str) -> float | None:
     if container is None:
         return None
     return as_number(TOOL, key, container.get(key), text)
@@ -228,7 +229,7 @@ def _integer(value: object, key: str, text: str) -> int:
     return int(number)
 
 
-def _list(container: dict, key: str, text: str) -> list:
+def _list(container: dict[str, Any], key: str, text: str) -> list[Any]:
     value = container.get(key)
     if value is None:
         return []
@@ -240,7 +241,7 @@ def _list(container: dict, key: str, text: str) -> list:
 # --- self-tests ---------------------------------------------------------------------------------
 
 
-def _self_test_in_progress(document: dict, text: str) -> bool | None:
+def _self_test_in_progress(document: dict[str, Any], text: str) -> bool | None:
     log = _object(document, "nvme_self_test_log", text)
     operation = _object(log, "current_self_test_operation", text)
     value = _number(operation, "value", text)
@@ -253,7 +254,7 @@ def _self_test_in_progress(document: dict, text: str) -> bool | None:
     return None
 
 
-def _newest_self_test_failed(document: dict, text: str) -> bool | None:
+def _newest_self_test_failed(document: dict[str, Any], text: str) -> bool | None:
     """Whether the newest completed self-test failed; None when the log has no such entry."""
     nvme_log = _object(document, "nvme_self_test_log", text)
     if nvme_log is not None:
@@ -291,7 +292,7 @@ def _newest_self_test_failed(document: dict, text: str) -> bool | None:
     return None
 
 
-def _entry_object(entry: object, key: str, text: str) -> dict | None:
+def _entry_object(entry: object, key: str, text: str) -> dict[str, Any] | None:
     if not isinstance(entry, dict):
         raise ParseError(TOOL, line_of(text, '"table"'), "objects in the self-test 'table'",
                          repr(entry)[:80])

@@ -30,6 +30,7 @@ plus ``{"result": "<i>"}`` (0-based position in the file) when the file holds se
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from runners.parsers.base import (
     MeasurementData,
@@ -70,7 +71,7 @@ def parse(raw: bytes) -> list[MeasurementData]:
     return measurements
 
 
-def _documents(text: str) -> list[tuple[int, dict]]:
+def _documents(text: str) -> list[tuple[int, dict[str, Any]]]:
     """Every JSON object in ``text``, one after the other (one document or JSON Lines), each with
     the line it starts on. Text before the first object is skipped (RUNBOOK §0); a top-level
     array (the nightly summary table) is not a result."""
@@ -80,7 +81,7 @@ def _documents(text: str) -> list[tuple[int, dict]]:
         found = text.strip().splitlines()[0]
         raise ParseError(TOOL, 1, "a JSON object saved by vllm bench serve --save-result", found)
     decoder = json.JSONDecoder()
-    documents: list[tuple[int, dict]] = []
+    documents: list[tuple[int, dict[str, Any]]] = []
     position = start
     while position < len(text):
         line = text.count("\n", 0, position) + 1
@@ -102,7 +103,7 @@ def _documents(text: str) -> list[tuple[int, dict]]:
     return documents
 
 
-def _labels(result: dict) -> dict[str, str]:
+def _labels(result: dict[str, Any]) -> dict[str, str]:
     concurrency = result.get("max_concurrency")
     if concurrency is None:
         labels = {"concurrency": "unbounded"}
@@ -115,7 +116,7 @@ def _labels(result: dict) -> dict[str, str]:
     return labels
 
 
-def _measurements(result: dict, labels: dict[str, str], line: int,
+def _measurements(result: dict[str, Any], labels: dict[str, str], line: int,
                   text: str) -> list[MeasurementData]:
     if "completed" not in result:
         raise ParseError(TOOL, line, "a vllm bench serve result with the key 'completed'",

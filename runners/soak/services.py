@@ -51,17 +51,13 @@ from gates.services import (
     decision_record,
     gate_check_runnable,
 )
+from runners.dispatch import passed_rerun_audit, passed_rerun_check
+from runners.execution import RESULT_ROOT
 from runners.live import cancel_requested
 from runners.models import GateRun, Measurement, ProbeRun
 from runners.parsers import parse_output
 from runners.parsers.base import ParseError
 from runners.probes import SIMULATED_MARKER
-from runners.services import (
-    RESULT_ROOT,
-    node_target,
-    passed_rerun_audit,
-    passed_rerun_check,
-)
 from runners.soak import commands, steady
 from runners.soak.models import (
     CollectionGap,
@@ -263,7 +259,7 @@ class _Nodes:
     def run(self, node: Node, command: str, timeout: float = COMMAND_TIMEOUT_S):
         connection = self.connections.get(node.id)
         if connection is None:
-            connection = SSHConnection(node_target(node)).__enter__()
+            connection = SSHConnection(node.ssh_target()).__enter__()
             self.connections[node.id] = connection
         try:
             return connection.run(command, timeout=timeout)

@@ -247,7 +247,7 @@ def _chain_connect(hops: list[_Hop]) -> list[paramiko.SSHClient]:
 
 def backoff_delay(retry: int) -> float:
     """Seconds to wait before retry number ``retry`` (1, 2, 3, …): 1 s, 2 s, 4 s, … ≤ 30 s."""
-    return min(BACKOFF_FIRST_S * 2 ** (retry - 1), BACKOFF_MAX_S)
+    return min(BACKOFF_FIRST_S * 2.0 ** (retry - 1), BACKOFF_MAX_S)
 
 
 class SSHConnection:
@@ -293,7 +293,7 @@ class SSHConnection:
                                error, self.attempts, retries + 1, delay)
                 self._sleep(delay)
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for client in reversed(self._clients):
             client.close()
         self._clients = []

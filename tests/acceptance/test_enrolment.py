@@ -18,7 +18,6 @@ from gates.services import engagement_create
 from runners.lab import server
 from runners.lab.scenarios import scenario
 from runners.models import GateRun, NodeJob
-from runners.services import node_target
 from runners.transport import HostKeyRejected, SSHConnection
 from tests.acceptance.keys import keypair
 
@@ -87,7 +86,7 @@ def test_it_enrols_a_node_whose_fingerprint_was_confirmed(engagement, sshd, tmp_
     entry = AuditEntry.objects.get(engagement=engagement, action="node enrolled")
     assert entry.actor == "eng-bob"
     assert entry.details["host_key_fingerprint"] == fingerprint
-    with SSHConnection(node_target(node)) as connection:  # the stored key logs in
+    with SSHConnection(node.ssh_target()) as connection:  # the stored key logs in
         assert connection.run("echo enrolled", timeout=20).stdout == b"enrolled\n"
 
 
@@ -197,7 +196,7 @@ def test_it_refuses_an_enrolled_node_whose_host_key_changed(lab, tmp_path):
 
     node.refresh_from_db()
     with pytest.raises(HostKeyRejected) as refused:
-        SSHConnection(node_target(node), sleep=lambda s: pytest.fail("retried")).__enter__()
+        SSHConnection(node.ssh_target(), sleep=lambda s: pytest.fail("retried")).__enter__()
     assert str(refused.value) == (
         f"console-checked (127.0.0.1:{changed.port}) presented host key {new}, which is not "
         f"the pinned key {old}: refusing to connect")
@@ -228,7 +227,7 @@ def test_it_runs_a_gate_through_a_bastion_enrolled_first(lab, sshd, tmp_path):
              host_key_fingerprint(lab_server.host_key), "--jump-host", "bastion-1")
     behind = Node.objects.get(engagement=engagement, name="array-controller")
     assert behind.jump_host == bastion
-    assert repr(node_target(behind)).endswith(
+    assert repr(behind.ssh_target()).endswith(
         f"via SSHTarget('bastion-1', {bastion_server.user}@127.0.0.1:{bastion_server.port}))")
     inference = engagement.nodes.get(name="lab-inference-1")
     inference.jump_host = bastion

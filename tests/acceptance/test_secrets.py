@@ -14,7 +14,6 @@ from acceptance import crypto
 from acceptance.models import Credential, Node, host_key_fingerprint
 from gates.services import engagement_create
 from runners.models import GateRun, NodeJob
-from runners.services import node_target
 from runners.transport import (
     AuthenticationFailed,
     SSHConnection,
@@ -84,7 +83,7 @@ def test_it_never_logs_secrets_during_a_gate_run_and_a_failed_login(lab, caplog,
     job = NodeJob.objects.get(gate_run__gate__code="G2", gate_run__gate__engagement=engagement)
     assert job.error_kind == "authentication"
     with pytest.raises(AuthenticationFailed) as failed:
-        with SSHConnection(node_target(engagement.nodes.first())):
+        with SSHConnection(engagement.nodes.first().ssh_target()):
             pass
 
     paramiko_records = [r for r in caplog.records if r.name.startswith("paramiko")]

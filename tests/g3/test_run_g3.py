@@ -220,7 +220,6 @@ def test_the_flush_guard_refuses_a_cache_directory_on_another_device(transaction
 def test_g3_evidence_collected_by_script_is_decided_as_over_ssh(transactional_db, tmp_path):
     """Sites without inbound SSH: the G3 collection script runs the same probes on each node."""
     from runners.evidence import collection_script, evidence_import
-    from runners.services import node_target
     from runners.transport import SSHConnection
 
     engagement = g3_lab("kv-gain")
@@ -230,7 +229,7 @@ def test_g3_evidence_collected_by_script_is_decided_as_over_ssh(transactional_db
         script = tmp_path / f"collect-{node.name}.py"
         script.write_text(collection_script(gate=gate, node=node))
         output = tmp_path / f"{node.name}.tar.gz"
-        with SSHConnection(node_target(node)) as connection:
+        with SSHConnection(node.ssh_target()) as connection:
             result = connection.run(f"python3 {script} --output {output}", timeout=300)
         assert result.exit_code == 0, result.stderr.decode()
         bundles.append((output.name, output.read_bytes()))
@@ -245,11 +244,11 @@ def test_a_cancel_after_an_engine_started_stops_that_engine_on_the_node(transact
                                                                         monkeypatch):
     """The engine runs in its own session (it must outlive the probe that started it), so the
     process-group kill of a cancel cannot reach it: the job runs the plan's undo step."""
-    from runners import services
+    from runners import execution
     from runners.transport import CommandCancelled
 
     engagement = g3_lab("kv-gain", nodes=1)
-    real = services.probe_run_execute
+    real = execution.probe_run_execute
 
     def cancelled_at_drain(*, ctx, spec, values, **kwargs):
         if spec.name == "kv_engine_drain":
@@ -257,7 +256,7 @@ def test_a_cancel_after_an_engine_started_stops_that_engine_on_the_node(transact
             raise CommandCancelled("lab-inference-1: cancelled while draining")
         return real(ctx=ctx, spec=spec, values=values, **kwargs)
 
-    monkeypatch.setattr(services, "probe_run_execute", cancelled_at_drain)
+    monkeypatch.setattr(execution, "probe_run_execute", cancelled_at_drain)
     code, _, err = run_gate(engagement.name, "G3")
     assert code == 2
     run = g3_run(engagement)

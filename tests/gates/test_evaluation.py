@@ -2,11 +2,11 @@
 
 import pytest
 
+from gates.derivations import derive_line_efficiency
 from gates.evaluation import (
     CriterionError,
     CriterionSpec,
     Sample,
-    derive_line_efficiency,
     evaluate_criterion,
     gate_outcome,
     threshold_text,

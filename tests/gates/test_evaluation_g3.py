@@ -3,17 +3,14 @@ an arm, repeatability (unstable), the aggregate read-back against the array port
 
 import pytest
 
+from gates.derivations import derive_all, derive_kv_tier, derive_readback, t_interval
 from gates.evaluation import (
     CriterionSpec,
     Sample,
     Verdict,
-    derive_all,
-    derive_kv_tier,
-    derive_readback,
     evaluate_criterion,
     gate_outcome,
     no_decision_reason,
-    t_interval,
 )
 
 NODE = "lab-inference-1"

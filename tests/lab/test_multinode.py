@@ -14,7 +14,6 @@ from acceptance.models import AuditEntry, Engagement
 from runners.lab import server
 from runners.lab.services import lab_down, lab_up
 from runners.probes import probe
-from runners.services import node_target
 from runners.transport import SSHConnection, host_key_presented
 
 pytestmark = pytest.mark.slow
@@ -36,7 +35,7 @@ def test_lab_up_with_eight_nodes_gives_eight_servers_with_distinct_ports_and_hos
         # Each port presents exactly the key pinned for its node, and a command runs there.
         assert host_key_presented(node.address, node.port).split()[:2] == \
             node.host_key.split()[:2]
-        with SSHConnection(node_target(node)) as connection:
+        with SSHConnection(node.ssh_target()) as connection:
             result = connection.run("echo $ACCEPTANCE_LAB_SCENARIO", timeout=30)
         assert result.stdout.decode().strip() == str(
             settings.LAB_DIR / engagement.name / node.name / "scenario.json")
@@ -78,7 +77,7 @@ def test_a_per_node_override_changes_that_node_only(transactional_db):
         sample = probe("rdma_counter_sample")
         values = {"result_dir": str(root / "scratch" / name), "tag": "t", "rdma_device": "mlx5_0",
                   "rdma_port": 1, "counter": "port_rcv_data"}
-        with SSHConnection(node_target(node)) as connection:
+        with SSHConnection(node.ssh_target()) as connection:
             connection.run(sample.command({**values, "sample": "t0"}), timeout=30)
             time.sleep(0.3)
             result = connection.run(sample.command({**values, "sample": "t1"}), timeout=30)
@@ -120,7 +119,7 @@ def test_lab_down_stops_an_engine_a_run_left_running(transactional_db):
     values = {"result_dir": str(settings.LAB_DIR / "runs"), "arm": "recompute", "port": port,
               "tag": "left-behind", "model_path": "/models/m", "served_model_name": "m",
               "poll_interval": "0.05"}
-    with SSHConnection(node_target(node)) as connection:
+    with SSHConnection(node.ssh_target()) as connection:
         result = connection.run(start.command(values), timeout=60)
     assert result.exit_code == 0, result.stderr.decode()
     pid_file = settings.LAB_DIR / engagement.name / node.name / "engines" / f"{port}.pid"

@@ -13,7 +13,6 @@ from acceptance.models import Engagement
 from runners.evidence import EvidenceRefused, collection_script, evidence_import
 from runners.lab.services import lab_up
 from runners.models import GateRun, Measurement, ProbeRun
-from runners.services import node_target
 from runners.transport import SSHConnection
 
 pytestmark = pytest.mark.slow
@@ -28,7 +27,7 @@ def collect_on_node(engagement, gate_code, tmp_path):
         script = tmp_path / f"collect-{node.name}.py"
         script.write_text(collection_script(gate=gate, node=node))
         output = tmp_path / f"{node.name}.tar.gz"
-        with SSHConnection(node_target(node)) as connection:
+        with SSHConnection(node.ssh_target()) as connection:
             result = connection.run(f"python3 {script} --output {output}", timeout=120)
         assert result.exit_code == 0, result.stderr.decode()
         bundles.append((output.name, output.read_bytes()))

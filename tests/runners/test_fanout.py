@@ -37,14 +37,14 @@ def test_it_gives_seven_results_and_one_clear_error_when_one_of_eight_nodes_is_d
 
 
 def test_it_keeps_at_most_the_sites_parallel_limit_in_flight(lab, monkeypatch):
-    from runners import services
+    from runners import execution
 
     engagement, _ = lab("healthy", nodes=4)
     engagement.gates.filter(code="G1").update(state="passed")
     engagement.max_parallel_nodes = 2
     engagement.save(update_fields=["max_parallel_nodes"])
     in_flight = []
-    original = services.node_job_execute
+    original = execution.node_job_execute
 
     def watched(*, node_job_id):
         job = NodeJob.objects.get(id=node_job_id)
@@ -53,7 +53,7 @@ def test_it_keeps_at_most_the_sites_parallel_limit_in_flight(lab, monkeypatch):
             state__in=["queued", "connecting", "running"]).count())
         original(node_job_id=node_job_id)
 
-    monkeypatch.setattr(services, "node_job_execute", watched)
+    monkeypatch.setattr(execution, "node_job_execute", watched)
     with pytest.raises(SystemExit) as exit_info:
         call_command("run_gate", engagement.name, "G2", stdout=io.StringIO())
     assert exit_info.value.code == 0

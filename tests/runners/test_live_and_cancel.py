@@ -160,7 +160,6 @@ def test_it_stores_output_while_the_command_runs_and_reads_from_any_offset(lab, 
     from django.utils import timezone
 
     from runners.models import GateRun, NodeJob, ProbeRun
-    from runners.services import node_target
     from runners.transport import SSHConnection
 
     engagement, _ = lab("healthy")
@@ -197,7 +196,7 @@ def test_it_stores_output_while_the_command_runs_and_reads_from_any_offset(lab, 
 
     reader = threading.Thread(target=follow)
     reader.start()
-    with SSHConnection(node_target(node)) as connection:
+    with SSHConnection(node.ssh_target()) as connection:
         result = connection.run("for i in 1 2 3 4; do echo line$i; sleep 0.7; done",
                                 timeout=30, on_output=recorder.on_output,
                                 on_tick=recorder.on_tick)

@@ -181,8 +181,8 @@ def test_it_runs_real_fio_on_a_scratch_file_over_the_same_ssh_path(lab, tmp_path
     """Real fio, real SSH, real parser: the figure stored equals fio's own bw_bytes."""
     import json
 
+    from runners.execution import _JobContext, probe_run_execute
     from runners.probes import probe
-    from runners.services import _JobContext, node_target, probe_run_execute
     from runners.transport import SSHConnection
 
     engagement, _ = lab("healthy")
@@ -194,7 +194,7 @@ def test_it_runs_real_fio_on_a_scratch_file_over_the_same_ssh_path(lab, tmp_path
     from runners.models import NodeJob
 
     job = NodeJob.objects.create(gate_run=gate_run, node=node)
-    with SSHConnection(node_target(node)) as connection:
+    with SSHConnection(node.ssh_target()) as connection:
         run = probe_run_execute(
             ctx=_JobContext(job, connection, {}), spec=probe("fio_seqread"),
             values={"filename": str(scratch), "runtime": 1, "ramp_time": 0, "numjobs": 2,
@@ -216,7 +216,7 @@ def test_it_refuses_probe_timeouts_that_are_malformed_or_not_in_the_gate(lab):
         ("nvme_inventory", "expected PROBE=SECONDS"),
         ("nvme_inventory=abc", "seconds must be 1 … 604800"),
         ("nosuch=10", "unknown probe 'nosuch'"),
-        ("fio_seqread=120", "fio_seqread, which G1 does not run"),
+        ("fio_seqread=120", "G1 does not run fio_seqread"),
     ]:
         err = io.StringIO()
         with pytest.raises(SystemExit) as exit_info:

@@ -15,7 +15,6 @@ from acceptance.models import Array, AuditEntry
 from gates.models import Gate
 from runners.lab import netns, server
 from runners.models import GateRun
-from runners.services import node_target
 from runners.soak import commands
 from runners.soak.models import FaultTarget
 from runners.soak.services import SoakRefused, _Nodes, fault_target_mark, soak_start
@@ -74,7 +73,7 @@ def test_the_heal_armed_on_the_node_restores_the_link_while_the_service_cannot_r
     assert engine_answers(engagement) == 503  # the KV tier is cut off: a real fault
     # The service loses the node: its sshd is gone.
     assert server.server_stop(settings.LAB_DIR / engagement.name / node.name)
-    with pytest.raises(Unreachable), SSHConnection(node_target(node)):
+    with pytest.raises(Unreachable), SSHConnection(node.ssh_target()):
         pass
     deadline = time.monotonic() + 8
     while netns.link_state(ns, interface) == "DOWN" and time.monotonic() < deadline:

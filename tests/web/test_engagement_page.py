@@ -256,7 +256,7 @@ def test_engagement_names_with_dots_have_pages(client, pm):
 
 def test_the_page_costs_a_fixed_number_of_queries(client, pm, stopped_a,
                                                   django_assert_max_num_queries):
-    from gates.services import engagement_reopen
+    from acceptance.services import engagement_reopen
     from tests.web.conftest import G1_MISSING_DRIVE, decide
 
     engagement = stopped_a[0]

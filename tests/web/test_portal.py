@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.urls import reverse
 
 from acceptance.models import AuditEntry
-from gates.services import engagement_reopen
+from acceptance.services import engagement_reopen
 from tests.web.conftest import G1_HEALTHY, decide, report_for
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from acceptance.models import AuditEntry, Engagement
+from acceptance.services import bom_item_tick
 from gates.models import Criterion
-from gates.services import bom_item_tick, criterion_threshold_edit
+from gates.services import criterion_threshold_edit
 
 
 def criterion(engagement, code, key) -> Criterion:

@@ -16,6 +16,7 @@ from acceptance.models import Credential, Node
 from gates.services import engagement_create
 from runners import urls as runner_urls
 from runners.lab import server
+from runners.lab import urls as lab_urls
 from runners.models import GateRun, NodeJob, ProbeRun
 
 SECRET_OUTPUT = b"ACME-PRIVATE-OUTPUT-7f3a: fio read 11.0 GB/s\n"
@@ -89,7 +90,7 @@ def assert_no_data(response):
 
 def test_every_url_of_the_engineer_pages_is_covered(site):
     covered = {label for label, *_ in requests(site)}
-    assert {p.name for p in runner_urls.urlpatterns} == covered
+    assert {p.name for p in runner_urls.urlpatterns + lab_urls.urlpatterns} == covered
 
 
 def test_it_sends_anonymous_people_to_the_login_page(site, people):

@@ -12,7 +12,6 @@ from acceptance.models import AuditEntry
 from runners.lab import server
 from runners.lab.services import lab_directory
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
-from runners.services import evidence_probe_runs
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +59,7 @@ def test_it_re_runs_the_unreachable_node_alone_and_decides_over_all_nodes(lab, p
     for name in ("lab-inference-1", "lab-inference-3"):
         assert jobs[name].carried_from.gate_run_id == first.id
         assert jobs[name].carried_from.node.name == name
-    evidence = evidence_probe_runs(second).exclude(node=None)
+    evidence = second.evidence_probe_runs().exclude(node=None)
     assert evidence.filter(gate_run=first).count() == 6
     assert evidence.filter(gate_run=second).count() == 3
     assert not ProbeRun.objects.filter(gate_run=second, node__name="lab-inference-1").exists()

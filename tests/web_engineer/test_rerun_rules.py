@@ -11,9 +11,9 @@ from rest_framework.test import APIClient
 
 from acceptance.models import AuditEntry, Credential, Node
 from gates.services import GateRefused, engagement_create
+from runners.dispatch import ConfirmationRequired, gate_run_rerun_node, gate_run_start
 from runners.lab import server
 from runners.models import GateRun, NodeJob, ProbeRun
-from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
 
 
 def _node(engagement, name, role=Node.Role.INFERENCE):

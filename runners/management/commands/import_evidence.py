@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from acceptance.models import Engagement
-from gates.management.commands.run_gate import EXIT_FAILED
-from gates.management.commands.run_gate import Command as RunGateCommand
 from gates.services import GateRefused, gate_get
 from runners.evidence import EvidenceRefused, evidence_import
+from runners.management.commands.run_gate import EXIT_FAILED
+from runners.management.commands.run_gate import Command as RunGateCommand
 
 
 class Command(RunGateCommand):

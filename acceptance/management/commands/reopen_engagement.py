@@ -9,7 +9,7 @@ import getpass
 from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.models import Engagement
-from gates.services import engagement_reopen
+from acceptance.services import engagement_reopen
 
 
 class Command(BaseCommand):

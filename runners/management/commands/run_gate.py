@@ -15,13 +15,10 @@ from django.core.management.base import BaseCommand
 from acceptance.models import Engagement
 from acceptance.units import measurement_text
 from gates.services import GateRefused, gate_get
-from runners.control import recover_lost_jobs
+from runners.dispatch import ConfirmationRequired
+from runners.launch import LaunchInvalid, gate_launch, runs_recover
 from runners.models import GateRun
-from runners.plans import node_steps
 from runners.probes import PROBES
-from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
-from runners.soak.plan import SoakPlanError
-from runners.soak.services import soak_recover, soak_start
 
 EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
 
@@ -75,40 +72,18 @@ class Command(BaseCommand):
             self.fail(f"error: no engagement named {engagement!r}")
         try:
             gate_obj = gate_get(engagement=found, code=gate)
-            if gate_obj.is_soak:
-                if timeouts:
-                    self.fail(f"error: --probe-timeout does not apply to {gate_obj.code}: a "
-                              f"soak's times come from its plan")
-                try:
-                    gate_run = soak_start(gate=gate_obj, started_by=started_by, reason=reason,
-                                          confirmed=confirm)
-                except SoakPlanError as error:
-                    self.fail(f"error: {error}")
-                self.wait_soak(found, gate_obj, gate_run, timeout)
-                return
-            planned = {step["probe"] for node in found.nodes.all()
-                       for step in node_steps(gate_obj, node)}
-            stray = sorted(set(timeouts) - planned)
-            if stray:
-                self.fail(f"error: --probe-timeout names {', '.join(stray)}, which "
-                          f"{gate_obj.code} does not run (its probes: "
-                          f"{', '.join(sorted(planned)) or 'none'})")
-            if node:
-                latest = gate_obj.runs.order_by("-attempt").first()
-                if latest is None:
-                    self.fail(f"refused: {gate_obj.code} has no attempt yet, so there is "
-                              f"nothing to re-run {node} in; run the whole gate first")
-                gate_run = gate_run_rerun_node(gate_run=latest, node_name=node,
-                                               started_by=started_by, reason=reason,
-                                               confirmed=confirm, probe_timeouts=timeouts)
-            else:
-                gate_run = gate_run_start(gate=gate_obj, started_by=started_by,
-                                          probe_timeouts=timeouts, reason=reason,
-                                          confirmed=confirm)
+            gate_run = gate_launch(gate=gate_obj, started_by=started_by, reason=reason,
+                                   confirmed=confirm, probe_timeouts=timeouts, node=node)
+        except LaunchInvalid as error:
+            option = {"probe_timeouts": "--probe-timeout", "node": "--node"}.get(error.field)
+            self.fail(f"error: {option}: {error}" if option else f"error: {error}")
         except ConfirmationRequired as refusal:
             self.fail(f"refused: {refusal} (run_gate … --confirm --reason '…')")
         except GateRefused as refusal:
             self.fail(f"refused: {refusal}")
+        if gate_obj.is_soak:
+            self.wait_soak(found, gate_obj, gate_run, timeout)
+            return
         self.stdout.write(f"{found.name} {gate_obj.code} {gate_obj.name}: run #{gate_run.attempt} "
                           f"(gate run id {gate_run.id}) dispatched to "
                           f"{gate_run.node_jobs.count()} node(s)")
@@ -120,7 +95,7 @@ class Command(BaseCommand):
                                   GateRun.State.CANCELLED):
                 break
             if time.monotonic() > next_recovery:  # a dead worker must not keep us waiting
-                recover_lost_jobs()
+                runs_recover()
                 next_recovery = time.monotonic() + 30
             if time.monotonic() > deadline:
                 self.fail(f"error: no decision after {timeout:g} s; run #{gate_run.attempt} is "
@@ -145,7 +120,7 @@ class Command(BaseCommand):
                                   GateRun.State.CANCELLED):
                 break
             if time.monotonic() > next_recovery:  # a dead worker must not stop the soak
-                soak_recover()
+                runs_recover()
                 next_recovery = time.monotonic() + 10
             if time.monotonic() > next_note:
                 soak.refresh_from_db()

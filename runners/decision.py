@@ -1,0 +1,121 @@
+"""Deciding a finished gate run: evidence complete or an error, derived figures, verdicts.
+
+``gate_run_decide`` turns a run whose node jobs are all over into a decision (or an error that
+says what evidence is missing): the G2/G3 figures are derived from the read measurements and
+linked to their inputs, each criterion is evaluated (``gates.evaluation``) and the decision is
+recorded (``gates.services.decision_record``). Issuing the signed report is the next step, done
+by the door that asked for the decision (the Celery task ``runners.gate_run_evaluate``), so the
+dispatcher never imports the reports.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from gates import derivations, evaluation
+from gates.models import Decision
+from gates.services import criterion_spec, decision_record, node_array_line_rates
+from runners.models import GateRun, Measurement, NodeJob, ProbeRun
+
+logger = logging.getLogger(__name__)
+
+def _evidence_errors(gate_run: GateRun) -> list[str]:
+    errors = [
+        f"{job.node.name}: {job.error_kind}: {job.error}"
+        for job in gate_run.node_jobs.select_related("node").filter(
+            state__in=[NodeJob.State.FAILED, NodeJob.State.TIMED_OUT])
+    ]
+    for run in gate_run.evidence_probe_runs().select_related("node").filter(
+            state=ProbeRun.State.FAILED):
+        where = run.node.name if run.node else "service"
+        message = f"{where}: {run.probe}: {run.error_kind}: {run.error}"
+        if not any(message in e for e in errors):
+            errors.append(message)
+    return errors
+
+
+def _fail(gate_run: GateRun, reason: str) -> GateRun:
+    gate_run.state, gate_run.error = GateRun.State.FAILED, reason
+    gate_run.finished_at = timezone.now()
+    gate_run.save(update_fields=["state", "error", "finished_at"])
+    return gate_run
+
+
+def _samples(gate_run: GateRun) -> list[evaluation.Sample]:
+    return [
+        evaluation.Sample(m.id, m.metric, m.value, m.unit, m.labels,
+                          m.node.name if m.node else "")
+        for m in gate_run.evidence_measurements().select_related("node")
+    ]
+
+
+@transaction.atomic
+def _store_derived(gate_run: GateRun, samples: list[evaluation.Sample]) -> None:
+    nodes = {n.name: n for n in gate_run.engagement.nodes.all()}
+    # G3: all derivations, the aggregate read-back against each array's port.
+    arrays = node_array_line_rates(engagement=gate_run.engagement)
+    for d in derivations.derive_all(samples, arrays):
+        row = Measurement.objects.create(
+            gate_run=gate_run, node=nodes.get(d.node), metric=d.metric, value=d.value,
+            unit=d.unit, labels=d.labels, derived=True,
+        )
+        row.inputs.set(d.input_ids)
+
+
+@transaction.atomic
+def _store_deviations(gate_run: GateRun, criteria, verdicts) -> None:
+    """baseline_deviation (METRICS.md) for every ``within`` criterion, linked to its inputs."""
+    by_key = {c.key: c for c in criteria}
+    for v in verdicts:
+        if v.deviation is None:
+            continue
+        criterion = by_key[v.key]
+        row = Measurement.objects.create(
+            gate_run=gate_run, metric="baseline_deviation", value=v.deviation, unit="ratio",
+            labels={"figure": criterion.metric, **criterion.label_filter}, derived=True,
+        )
+        row.inputs.set(v.sample_ids)
+
+
+def gate_run_decide(*, gate_run_id: int) -> Decision | None:
+    """Decide a finished run: any missing evidence makes it an error (None, the run failed with
+    the reason); else the decision is recorded and returned. The run stays ``evaluating`` until
+    its report is issued (:func:`gate_run_done`) or could not be (:func:`gate_run_report_failed`).
+    """
+    gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
+    errors = _evidence_errors(gate_run)
+    if errors:
+        _fail(gate_run, "the run did not produce the evidence needed to decide:\n"
+              + "\n".join(errors))
+        return None
+    _store_derived(gate_run, _samples(gate_run))
+    criteria = list(gate_run.gate.criteria.all())
+    specs = [criterion_spec(c) for c in criteria]
+    samples = _samples(gate_run)
+    verdicts = [evaluation.evaluate_criterion(spec, samples) for spec in specs]
+    blocking = {s.key: s.blocking for s in specs}
+    outcome = evaluation.gate_outcome(verdicts, blocking)
+    if outcome == "error":  # insufficient or unstable: no decision, says why
+        _fail(gate_run, evaluation.no_decision_reason(verdicts, blocking))
+        return None
+    _store_deviations(gate_run, criteria, verdicts)
+    return decision_record(gate_run=gate_run, verdicts=verdicts, criteria=criteria,
+                           outcome=outcome)
+
+
+def gate_run_report_failed(*, decision: Decision, error: Exception) -> GateRun:
+    """The decision stands but its signed report could not be issued: the run ends as an error
+    saying so."""
+    return _fail(decision.gate_run,
+                 f"decision recorded ({decision.outcome}) but the signed report could not be "
+                 f"issued: {type(error).__name__}: {error}")
+
+
+def gate_run_done(*, gate_run: GateRun) -> GateRun:
+    """The decision and its signed report are in: the run is done."""
+    gate_run.state, gate_run.finished_at = GateRun.State.DONE, timezone.now()
+    gate_run.save(update_fields=["state", "finished_at"])
+    return gate_run

@@ -1,0 +1,268 @@
+"""Execution: one node's part of a gate run, over one SSH connection.
+
+``node_job_execute`` claims a node job, connects through the pinned host key
+(``Node.ssh_target``), and runs the node's plan step by step with ``probe_run_execute``: output
+stored as it arrives (``runners.live``), the raw output kept by the evidence intake
+(``runners.intake``) before anything is parsed. A cancelled or timed-out command has its remote
+process group killed. The job then hands back to dispatch: the next queued node, and the
+evaluation once every job is over.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from acceptance.models import Node
+from runners import intake
+from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
+from runners.live import OutputRecorder, cancel_requested, heartbeat
+from runners.models import GateRun, Measurement, NodeJob, OutputChunk, ProbeRun
+from runners.parsers import PARSERS
+from runners.plans import node_steps
+from runners.probes import Probe, ProbeParameterError, kill_command, probe
+from runners.transport import (
+    CommandCancelled,
+    CommandTimeout,
+    SSHConnection,
+    TransportError,
+)
+
+logger = logging.getLogger(__name__)
+
+_VERSION_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tool-version")
+
+
+RESULT_ROOT = "/var/tmp/acctest"  # noqa: S108 (on the node, as RUNBOOK says); RUNBOOK §3.2/§3.4: per-run scratch directory on the node
+
+
+@dataclass
+class _JobContext:
+    job: NodeJob
+    connection: SSHConnection
+    versions: dict[str, Future]
+
+
+def _version_of(connection: SSHConnection, command: str) -> str:
+    try:
+        result = connection.run(command, timeout=30)
+    except TransportError as error:
+        return f"unknown ({error.kind})"
+    text = (result.stdout or result.stderr).decode(errors="replace").strip()
+    return text.splitlines()[0][:200] if text else "unknown"
+
+
+def _tool_version(ctx: _JobContext, spec: Probe) -> Future:
+    """The tool's version, asked once per node and job on a second channel of the same
+    connection, concurrently with the probe's own command (so it costs no extra round trip)."""
+    key = " ".join(spec.version_argv)
+    if key not in ctx.versions:
+        ctx.versions[key] = _VERSION_POOL.submit(_version_of, ctx.connection,
+                                                 spec.version_command())
+    return ctx.versions[key]
+
+
+def _fold_output(run: ProbeRun, recorder: OutputRecorder, stdout: bytes, stderr: bytes) -> None:
+    """The full raw output replaces the live chunks (one copy kept), capped as stated."""
+    intake.raw_output_keep(run, stdout=stdout, stderr=stderr)
+    run.progress = recorder.progress
+    OutputChunk.objects.filter(probe_run=run).delete()
+
+
+def _kill_remote(ctx: _JobContext, run: ProbeRun) -> str:
+    """Kill the run's process group on the node; returns what the node said (gone/absent)."""
+    try:
+        result = ctx.connection.run(kill_command(run.remote_token, sudo=ctx.job.node.use_sudo),
+                                    timeout=20)
+        said = result.stdout.decode(errors="replace").strip() or f"exit {result.exit_code}"
+        return said if result.exit_code == 0 else f"NOT confirmed gone: {said}"
+    except TransportError as error:
+        return f"NOT confirmed gone: {error}"
+
+
+def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
+                      labels: dict | None = None, arm: str = "",
+                      cancellable: bool = True) -> ProbeRun:
+    """Run one probe on the job's node: output stored as it arrives, the raw output and its hash
+    kept before anything is parsed, then parsed.
+
+    ``labels`` are added to every measurement of the run, ``arm`` names its G3 tier arm.
+    Raises TransportError (after recording it) when the node cannot be used any more, and
+    CommandCancelled when the gate run was cancelled (the remote command killed first).
+    """
+    job = ctx.job
+    node = job.node
+    override = job.gate_run.probe_timeouts.get(spec.name)
+    run = ProbeRun(gate_run=job.gate_run, node=node, probe=spec.name, parser=spec.parser,
+                   parser_version=PARSERS[spec.parser].PARSER_VERSION, parameters=dict(values),
+                   labels=dict(labels or {}), arm=arm,
+                   started_at=timezone.now(), origin=GateRun.Origin.SSH)
+    try:
+        run.command = spec.command(values, sudo=node.use_sudo, timeout_s=override)
+    except ProbeParameterError as error:
+        run.state, run.error_kind, run.error = ProbeRun.State.FAILED, "parameters", str(error)
+        run.finished_at = run.started_at
+        run.save()
+        return run
+    version = _tool_version(ctx, spec)
+    run.save()
+    run.remote_token = f"pr-{run.id}-{secrets.token_hex(4)}"
+    run.save(update_fields=["remote_token"])
+    sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
+    recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
+    seconds = (override or spec.timeout_s) + 15
+    fields = ["exit_code", "stdout", "stderr", "stdout_sha256", "finished_at", "simulated",
+              "state", "error_kind", "error", "tool_version", "stdout_size", "stderr_size",
+              "progress"]
+    try:
+        result = ctx.connection.run(sent, timeout=seconds, on_output=recorder.on_output,
+                                    on_tick=recorder.on_tick)
+    except TransportError as error:
+        recorder.flush()
+        stdout = b"".join(bytes(c.data) for c in run.chunks.filter(stream="stdout"))
+        stderr = b"".join(bytes(c.data) for c in run.chunks.filter(stream="stderr"))
+        _fold_output(run, recorder, stdout, stderr)
+        run.finished_at = timezone.now()
+        run.tool_version = version.result()
+        run.error_kind, run.error = error.kind, str(error)
+        run.state = ProbeRun.State.FAILED
+        if isinstance(error, CommandCancelled | CommandTimeout):
+            said = _kill_remote(ctx, run)
+            run.error = f"{error}; remote process group: {said}"
+            if isinstance(error, CommandCancelled):
+                run.state = ProbeRun.State.CANCELLED
+        run.save(update_fields=fields)
+        raise
+    recorder.flush()
+    run.tool_version = version.result()
+    run.exit_code = result.exit_code
+    run.finished_at = result.finished_at
+    _fold_output(run, recorder, result.stdout, result.stderr)
+    if result.exit_code != 0 and cancellable and cancel_requested(run.gate_run_id):
+        # The canceller killed it on the node before this worker noticed the request.
+        run.state, run.error_kind = ProbeRun.State.CANCELLED, "cancelled"
+        run.error = f"cancelled: the remote command ended with status {result.exit_code}"
+        run.save(update_fields=fields)
+        raise CommandCancelled(f"{node.name}: {spec.name} cancelled")
+    if recorder.capped:
+        run.state, run.error_kind = ProbeRun.State.FAILED, "output_cap"
+        run.error = (f"output exceeded the stored cap of {intake.OUTPUT_CAP_BYTES >> 20} MiB "
+                     f"per stream")
+    elif result.exit_code is None or not spec.parse_exit(result.exit_code):
+        run.state = ProbeRun.State.FAILED
+        run.error_kind, run.error = intake.exit_error(result.exit_code, result.stderr)
+    else:
+        run.state = ProbeRun.State.PARSING
+    run.save(update_fields=fields)
+    if run.state == ProbeRun.State.PARSING:
+        intake.raw_output_parse(run)
+    return run
+
+
+def plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun | None) -> dict:
+    values = dict(step.get("params") or {})
+    for param, field in spec.node_params.items():
+        values[param] = getattr(node, field) or None
+    if "result_dir" in spec.params:  # per run over SSH; one fixed place for collection scripts
+        run_dir = f"gate-run-{gate_run.id}" if gate_run else "collected"
+        # Per node too: lab nodes (and nodes with a shared home) share one filesystem.
+        values["result_dir"] = f"{RESULT_ROOT}/{run_dir}/{node.name}"
+    return values
+
+
+def _for_each_values(job: NodeJob, rule: dict) -> list[str]:
+    labels = Measurement.objects.filter(
+        gate_run=job.gate_run, node=job.node, metric=rule["metric"]
+    ).values_list("labels", flat=True)
+    return sorted({lab[rule["label"]] for lab in labels if rule["label"] in lab})
+
+
+def node_job_execute(*, node_job_id: int) -> None:
+    """Claim and run one node's part of a gate run; the last job to finish evaluates the gate.
+
+    A duplicate delivery finds the job claimed and does nothing. The job heartbeats while it
+    runs (``recover_lost_jobs`` fails jobs whose worker died).
+    """
+    now = timezone.now()
+    claimed = NodeJob.objects.filter(id=node_job_id, state=NodeJob.State.QUEUED).update(
+        state=NodeJob.State.CONNECTING, started_at=now, heartbeat_at=now
+    )
+    if not claimed:
+        logger.info("node job %s already claimed; duplicate delivery ignored", node_job_id)
+        return
+    job = NodeJob.objects.select_related("node__credential", "gate_run__gate").get(id=node_job_id)
+    gate_run = job.gate_run
+    steps = node_steps(gate_run.gate, job.node)
+    pending: dict[tuple, tuple] = {}  # undo steps owed: (probe, parameters) -> (spec, values)
+    try:
+        with SSHConnection(job.node.ssh_target()) as connection:
+            NodeJob.objects.filter(id=job.id).update(state=NodeJob.State.RUNNING,
+                                                     heartbeat_at=timezone.now())
+            ctx = _JobContext(job, connection, {})
+            try:
+                for step in steps:
+                    if cancel_requested(gate_run.id):
+                        raise CommandCancelled("cancelled before the next probe")
+                    spec = probe(step["probe"])
+                    values = plan_values(step, spec, job.node, gate_run)
+                    rule = step.get("for_each")
+                    tags = {"labels": step.get("labels") or {}, "arm": step.get("arm", "")}
+                    if rule:
+                        for item in _for_each_values(job, rule):
+                            probe_run_execute(ctx=ctx, spec=spec, **tags,
+                                              values={**values, rule["param"]: item})
+                    else:
+                        _track_cleanup(pending, spec, values, probe_run_execute(
+                            ctx=ctx, spec=spec, values=values, **tags))
+                    heartbeat(job)
+            finally:
+                # Undo steps still owed (an engine a cancelled arm left running), on the same
+                # connection while it is open.
+                _run_cleanups(ctx, pending)
+        job.state = NodeJob.State.DONE
+    except CommandCancelled as error:
+        job.state, job.error_kind, job.error = NodeJob.State.CANCELLED, "cancelled", str(error)
+    except TransportError as error:
+        state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
+        job.state, job.error_kind, job.error = state, error.kind, str(error)
+    except Exception as error:  # recorded, never swallowed silently: the run becomes an error
+        logger.exception("node job %s failed", node_job_id)
+        job.state, job.error_kind = NodeJob.State.FAILED, "internal"
+        job.error = f"{type(error).__name__}: {error}"
+    job.finished_at = timezone.now()
+    # Only a job still ours is finished here (recovery may have declared it lost meanwhile).
+    NodeJob.objects.filter(id=job.id, state__in=NodeJob.ACTIVE).update(
+        state=job.state, error_kind=job.error_kind, error=job.error, finished_at=job.finished_at
+    )
+    node_jobs_dispatch(gate_run_id=gate_run.id)
+    gate_run_finish_if_complete(gate_run_id=gate_run.id)
+
+
+def _track_cleanup(pending: dict, spec: Probe, values: dict, run: ProbeRun) -> None:
+    """Remember the undo step a successful probe owes (a started engine must be stopped), and
+    forget it once the plan itself ran that undo step with the same parameters."""
+    def key(name: str, params: dict) -> tuple:
+        return name, json.dumps(params, sort_keys=True, default=str)
+
+    if spec.cleanup and run.state == ProbeRun.State.PARSED:
+        undo = probe(spec.cleanup)
+        undo_values = {k: v for k, v in values.items() if k in undo.params}
+        pending[key(undo.name, undo_values)] = (undo, undo_values)
+    pending.pop(key(spec.name, values), None)
+
+
+def _run_cleanups(ctx: _JobContext, pending: dict) -> None:
+    """Run the undo steps still owed (best effort, not cancellable), e.g. stop an engine that a
+    cancelled or failed G3 arm left running on the node."""
+    for undo, values in list(pending.values()):
+        try:
+            probe_run_execute(ctx=ctx, spec=undo, values=values,
+                              labels={"phase": "cleanup"}, cancellable=False)
+        except Exception as error:  # the connection may be what failed; the job says why
+            logger.warning("cleanup %s on %s failed: %s", undo.name, ctx.job.node.name, error)
+    pending.clear()

@@ -1,0 +1,78 @@
+"""Evidence intake: the one road from raw bytes to the ledger.
+
+Every raw output enters the ledger here, whichever way it reached the service: a probe run over
+SSH (``runners.execution``), an imported evidence bundle (``runners.evidence``) or a range the
+G4 soak collected from its node agent (``runners.soak.collection``). The intake keeps the raw
+bytes first — each stream capped at :data:`OUTPUT_CAP_BYTES`, the stdout's sha256, the simulated
+mark of a stand-in tool — and only then parses them with the run's registered parser into
+:class:`~runners.models.Measurement` rows. A parse failure fails the run with kind ``parse``;
+the raw output stays, so history can be re-parsed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from runners.models import Measurement, ProbeRun
+from runners.parsers import parse_output
+from runners.parsers.base import ParseError
+from runners.probes import SIMULATED_MARKER
+
+OUTPUT_CAP_BYTES = 256 << 20  # per stream; a run whose output goes beyond it is failed, never cut
+
+
+def raw_output_keep(run: ProbeRun, *, stdout: bytes, stderr: bytes,
+                    simulated: bool | None = None) -> None:
+    """Put the raw output on ``run`` (the caller saves it): each stream capped at
+    :data:`OUTPUT_CAP_BYTES`, sizes, the stored stdout's sha256 and whether a stand-in produced
+    it (``simulated``; by default: the stand-ins' marker on stderr)."""
+    run.stdout = bytes(stdout[:OUTPUT_CAP_BYTES])
+    run.stderr = bytes(stderr[:OUTPUT_CAP_BYTES])
+    run.stdout_size, run.stderr_size = len(run.stdout), len(run.stderr)
+    run.stdout_sha256 = hashlib.sha256(run.stdout).hexdigest()
+    run.simulated = (SIMULATED_MARKER.encode() in run.stderr) if simulated is None else simulated
+
+
+def exit_error(exit_code: int | None, stderr: bytes) -> tuple[str, str]:
+    """``(error_kind, error)`` for a tool that exited with a status its probe does not accept."""
+    tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
+    detail = " | ".join(tail)
+    if exit_code == 127:
+        return "command_not_found", f"command not found on the node (exit 127): {detail}"
+    if exit_code in (124, 137):
+        return "timeout", f"stopped by the node-side timeout (exit {exit_code}): {detail}"
+    return "exit_status", f"exited with status {exit_code}: {detail}"
+
+
+def parse_failed(run: ProbeRun, error: ParseError) -> None:
+    """The raw output stays; the run fails with kind ``parse`` and the parser's own words."""
+    run.state, run.error_kind, run.error = ProbeRun.State.FAILED, "parse", str(error)
+    run.save(update_fields=["state", "error_kind", "error"])
+
+
+def measurements_store(run: ProbeRun, rows: Iterable[Measurement]) -> list[Measurement]:
+    """Store unsaved measurement rows read from ``run``: each gets the run's gate run, node and
+    arm and the run's labels, then the run is marked parsed."""
+    rows = list(rows)
+    for row in rows:
+        row.gate_run_id, row.probe_run, row.node = run.gate_run_id, run, run.node
+        row.labels = {**row.labels, **run.labels}
+        row.arm = row.arm or run.arm
+    stored = Measurement.objects.bulk_create(rows)
+    run.state = ProbeRun.State.PARSED
+    run.save(update_fields=["state"])
+    return stored
+
+
+def raw_output_parse(run: ProbeRun, raw: bytes | None = None) -> list[Measurement]:
+    """Parse ``raw`` (the run's stored stdout by default) with the run's registered parser and
+    store the measurements; a parse failure fails the run (:func:`parse_failed`)."""
+    try:
+        parsed = parse_output(run.parser, bytes(run.stdout) if raw is None else raw)
+    except ParseError as error:
+        parse_failed(run, error)
+        return []
+    return measurements_store(run, (
+        Measurement(metric=m.metric, value=m.value, unit=m.unit, labels=dict(m.labels))
+        for m in parsed))

@@ -1,0 +1,103 @@
+"""Launching a gate: the one door every launcher uses (``run_gate``, the API, the web pages).
+
+``gate_launch`` checks the launch's parameters against the gate (probe timeout overrides: known
+probes that this gate runs, 1 … 604800 s; none for a soak, whose times are its plan's) and starts
+the right kind of run: a soak for a soak gate (G4, ``runners.soak``), a run of the node probes
+otherwise (``runners.dispatch``), or one node of the latest attempt again. It refuses with the
+reason and creates nothing: :class:`LaunchInvalid` for a bad parameter (naming it),
+``GateRefused`` (``ConfirmationRequired`` for a passed gate) when the gate may not run now.
+
+``runs_recover`` settles whatever dead workers left behind, node jobs and soaks alike.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils.translation import gettext as _
+
+from gates.models import Gate
+from gates.services import GateRefused
+from runners.control import recover_lost_jobs
+from runners.dispatch import gate_run_rerun_node, gate_run_start
+from runners.models import GateRun
+from runners.plans import node_steps
+from runners.probes import PROBES
+from runners.soak.plan import SoakPlanError
+from runners.soak.services import soak_recover, soak_start
+
+MAX_PROBE_TIMEOUT_S = 7 * 24 * 3600
+
+
+class LaunchInvalid(ValueError):
+    """A launch parameter is wrong; ``field`` names it (``probe_timeouts``, ``node``, ``plan``).
+    Nothing was created."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def probe_timeouts_check(*, gate: Gate, probe_timeouts: dict[str, int]) -> None:
+    """Raise LaunchInvalid unless every override names a probe that ``gate`` runs on the
+    engagement's nodes, with 1 … 604800 seconds; a soak takes none."""
+    if not probe_timeouts:
+        return
+    if gate.is_soak:
+        raise LaunchInvalid("probe_timeouts", _(
+            "probe timeouts do not apply to %(gate)s: a soak's times come from its plan")
+            % {"gate": gate.code})
+    unknown = sorted(set(probe_timeouts) - set(PROBES))
+    if unknown:
+        raise LaunchInvalid("probe_timeouts", _(
+            "unknown probe(s) %(names)s (probes: %(known)s)")
+            % {"names": ", ".join(unknown), "known": ", ".join(sorted(PROBES))})
+    for name, seconds in probe_timeouts.items():
+        if not isinstance(seconds, int) or not 1 <= seconds <= MAX_PROBE_TIMEOUT_S:
+            raise LaunchInvalid("probe_timeouts", _(
+                "%(name)s: seconds must be 1 … %(max)s") % {"name": name,
+                                                           "max": MAX_PROBE_TIMEOUT_S})
+    planned = {step["probe"] for node in gate.engagement.nodes.all()
+               for step in node_steps(gate, node)}
+    stray = sorted(set(probe_timeouts) - planned)
+    if stray:
+        raise LaunchInvalid("probe_timeouts", _(
+            "%(gate)s does not run %(stray)s (its probes: %(planned)s)")
+            % {"gate": gate.code, "stray": ", ".join(stray),
+               "planned": ", ".join(sorted(planned)) or _("none")})
+
+
+def gate_launch(*, gate: Gate, started_by: str, reason: str = "", confirmed: bool = False,
+                probe_timeouts: dict[str, int] | None = None, node: str = "",
+                rerun_of: GateRun | None = None) -> GateRun:
+    """Start ``gate``: its soak, a run of its node probes, or — with ``node`` — that node alone
+    again in the latest finished attempt (``rerun_of``, default the gate's latest attempt),
+    carrying the other nodes' evidence. Raises LaunchInvalid or GateRefused, nothing created."""
+    timeouts = dict(probe_timeouts or {})
+    probe_timeouts_check(gate=gate, probe_timeouts=timeouts)
+    if gate.is_soak:
+        if node:
+            raise LaunchInvalid("node", _("%(gate)s is a soak: it runs on every inference node "
+                                          "at once, never one node alone") % {"gate": gate.code})
+        try:
+            return soak_start(gate=gate, started_by=started_by, reason=reason,
+                              confirmed=confirmed)
+        except SoakPlanError as error:
+            raise LaunchInvalid("plan", str(error)) from None
+    if node:
+        previous = rerun_of or gate.runs.order_by("-attempt").first()
+        if previous is None:
+            raise GateRefused(_("%(gate)s has no attempt yet, so there is nothing to re-run "
+                                "%(node)s in; run the whole gate first")
+                              % {"gate": gate.code, "node": node})
+        return gate_run_rerun_node(gate_run=previous, node_name=node, started_by=started_by,
+                                   reason=reason, confirmed=confirmed, probe_timeouts=timeouts)
+    return gate_run_start(gate=gate, started_by=started_by, probe_timeouts=timeouts,
+                          reason=reason, confirmed=confirmed)
+
+
+def runs_recover(*, after: timedelta | None = None) -> list[str]:
+    """Settle node jobs whose worker died and re-attach soaks whose driver stopped (its agents
+    on the nodes kept running; the gap is recorded); one line per run recovered. Safe to call
+    from anywhere, any number of times."""
+    return recover_lost_jobs(after=after) + soak_recover(after=after)
