@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.probes import kill_command
+from runners.soak.driver import soak_recover
 from runners.transport import SSHConnection, TransportError
 
 logger = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def gate_run_cancel(*, gate_run: GateRun, cancelled_by: str, wait_s: float = 30.
 
 def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
     """Fail jobs whose worker stopped heartbeating; kill what they left on the node; re-attach
-    soaks whose driver stopped (``runners.soak.services.soak_recover``).
+    soaks whose driver stopped (``runners.soak.driver.soak_recover``).
 
     Returns one line per recovered job or soak. Safe to call from anywhere, any number of times.
     """
@@ -132,7 +133,5 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
             lines.append(f"{gate_run}: {reason}")
     # G4 soaks have no node jobs: their driver heartbeats on the soak; a stale one is handed
     # to a new driver (the agents on the nodes kept running), with the gap recorded.
-    from runners.soak.services import soak_recover
-
     lines += soak_recover(after=after)
     return lines

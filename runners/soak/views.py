@@ -28,18 +28,12 @@ from acceptance.permissions import Role, engagement_for, has_role
 from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
 from runners.soak import presentation
+from runners.soak.driver import soak_abort, soak_pause, soak_resume, soak_start
 from runners.soak.editing import PlanEditRefused, plan_text_parse, soak_plan_edit
+from runners.soak.faults import fault_target_mark
 from runners.soak.forms import FaultTargetForm, PlanEditForm, ReasonForm
 from runners.soak.models import FaultTarget, Soak
-from runners.soak.plan import SoakPlanError, plan_sha256
-from runners.soak.services import (
-    fault_target_mark,
-    soak_abort,
-    soak_pause,
-    soak_plan_of,
-    soak_resume,
-    soak_start,
-)
+from runners.soak.plan import SoakPlanError, plan_sha256, soak_plan_of
 from runners.transport import TransportError
 
 ABORT_WAIT_S = 5.0  # the page waits this long for the driver to heal and stop; the rest settles

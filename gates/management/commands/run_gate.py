@@ -19,8 +19,8 @@ from runners.models import GateRun
 from runners.plans import node_steps
 from runners.probes import PROBES
 from runners.services import ConfirmationRequired, gate_run_rerun_node, gate_run_start
+from runners.soak.driver import soak_recover, soak_start
 from runners.soak.plan import SoakPlanError
-from runners.soak.services import soak_recover, soak_start
 from runners.templatetags.units import measurement_text
 
 EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
