@@ -62,8 +62,8 @@ def one_soak(seconds: int, pid: int, index: int) -> tuple[float, float, float]:
     RSS after the decision) in MiB."""
     from gates.models import Gate
     from runners.lab.services import lab_up
+    from runners.soak.driver import soak_start
     from runners.soak.models import Soak
-    from runners.soak.services import soak_start
 
     engagement, _ = lab_up(scenario_name="soak-clean", engagement_name=f"bench-soak-{index}",
                            overrides={"soak": {"seconds": seconds}})

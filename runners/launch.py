@@ -23,8 +23,8 @@ from runners.dispatch import gate_run_rerun_node, gate_run_start
 from runners.models import GateRun
 from runners.plans import node_steps
 from runners.probes import PROBES
+from runners.soak.driver import soak_recover, soak_start
 from runners.soak.plan import SoakPlanError
-from runners.soak.services import soak_recover, soak_start
 
 MAX_PROBE_TIMEOUT_S = 7 * 24 * 3600
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 from acceptance.models import AuditEntry, Engagement
 from runners.lab import netns
 from runners.lab.server import LabError, LabServer, free_port
+from runners.soak.faults import fault_target_mark
 
 LAB_ACTOR = "lab set-up (automatic)"
 ARRAY_PORT_FILE = "array-state.json"
@@ -135,8 +136,6 @@ def lab_plan(plan: dict, figures: dict) -> dict:
 
 def adapt(engagement: Engagement, figures: dict) -> dict:
     """Compress G4's plan for the lab and mark the fault targets; returns what was adapted."""
-    from runners.soak.services import fault_target_mark
-
     gate = engagement.gates.get(code="G4")
     steps = copy.deepcopy(gate.probe_plan)
     adapted = {}

@@ -28,8 +28,8 @@ from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from acceptance.permissions import Role, engagements_for, has_role
 from runners.soak import presentation, queries
+from runners.soak.driver import soak_abort, soak_pause, soak_resume
 from runners.soak.models import Soak
-from runners.soak.services import soak_abort, soak_pause, soak_resume
 from runners.transport import TransportError
 
 ABORT_WAIT_S = 5.0

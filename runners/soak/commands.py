@@ -4,7 +4,7 @@ state check).
 
 Pure: functions build command strings with ``shlex`` from validated values (the plan went
 through ``runners.soak.plan.plan_validate``) and read what the node answered; they never
-connect. ``runners.soak.services`` runs them over the one SSH transport.
+connect. ``runners.soak.nodes`` runs them over the one SSH transport.
 
 Heals are armed ON THE NODE before a fault (RUNBOOK §5.3): ``systemd-run --on-active`` where
 systemd runs, else ``nohup setsid sh -c 'sleep N; HEAL'`` detached from the SSH session; the

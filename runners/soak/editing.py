@@ -11,8 +11,7 @@ from django.db import transaction
 
 from acceptance.models import AuditEntry, Engagement
 from gates.models import Gate
-from runners.soak.plan import SoakPlanError, plan_sha256, plan_validate
-from runners.soak.services import SoakRefused, soak_plan_of
+from runners.soak.plan import SoakPlanError, SoakRefused, plan_sha256, plan_validate, soak_plan_of
 
 
 class PlanEditRefused(ValueError):

@@ -39,6 +39,9 @@ start then); optional ``status``, a command printing ``{"drives_out": [...]}`` J
 service verify the heal. The steady-state *bounds* are G4's criteria (``gates.defaults``: error
 rate, completion gap, TTFT p99 and throughput against the pre-fault baseline, correctness), editable
 per engagement with an audit trail like every threshold.
+
+``soak_plan_of`` reads the plan out of a gate; ``SoakRefused`` is what the soak raises when it
+may not start or act.
 """
 
 from __future__ import annotations
@@ -48,7 +51,12 @@ import hashlib
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from gates.services import GateRefused
+
+if TYPE_CHECKING:
+    from gates.models import Gate
 
 MAX_WINDOWS = 100_000  # loops are bounded: windows of one soak
 MAX_FAULTS = 20
@@ -68,6 +76,20 @@ MIN_REAL_SAMPLING_S = 0.2
 
 PLAN_KEYS = frozenset({"duration_s", "time_compression", "sampling_s", "load", "correctness",
                        "steady_state", "faults"})
+
+
+class SoakRefused(GateRefused):
+    """The soak may not start (or the action may not be taken); the message says why."""
+
+
+def soak_plan_of(gate: Gate) -> dict:
+    """The soak plan in ``gate``'s probe plan (the step ``{"expand": "soak", ...}``).
+
+    Raises SoakRefused when the gate has none and SoakPlanError when it is malformed."""
+    for step in gate.probe_plan:
+        if step.get("expand") == "soak":
+            return plan_validate(step.get("soak"))
+    raise SoakRefused(f"{gate.code}: its plan has no soak step")
 
 
 class SoakPlanError(ValueError):

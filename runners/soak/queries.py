@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from gates import evaluation
 from gates.services import criterion_spec
 from runners.models import GateRun, Measurement
+from runners.soak.evaluation import soak_figures
 from runners.soak.models import Soak
 from runners.soak.plan import real_s, windows_planned
 
@@ -146,8 +147,6 @@ def _figures(soak: Soak) -> list[evaluation.Sample]:
     if stored:
         return [evaluation.Sample(m.id, m.metric, m.value, m.unit, m.labels,
                                   m.node.name if m.node else "") for m in stored]
-    from runners.soak.services import soak_figures
-
     return [evaluation.Sample(i, f.metric, f.value, f.unit, f.labels, f.node)
             for i, f in enumerate(soak_figures(soak))]
 

@@ -27,19 +27,14 @@ from acceptance.celery import app as celery_app
 from acceptance.permissions import Role, engagement_for, has_role
 from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
+from runners.launch import LaunchInvalid, gate_launch
 from runners.soak import presentation
+from runners.soak.driver import soak_abort, soak_pause, soak_resume
 from runners.soak.editing import PlanEditRefused, plan_text_parse, soak_plan_edit
+from runners.soak.faults import fault_target_mark
 from runners.soak.forms import FaultTargetForm, PlanEditForm, ReasonForm
 from runners.soak.models import FaultTarget, Soak
-from runners.soak.plan import SoakPlanError, plan_sha256
-from runners.soak.services import (
-    fault_target_mark,
-    soak_abort,
-    soak_pause,
-    soak_plan_of,
-    soak_resume,
-    soak_start,
-)
+from runners.soak.plan import SoakPlanError, plan_sha256, soak_plan_of
 from runners.transport import TransportError
 
 ABORT_WAIT_S = 5.0  # the page waits this long for the driver to heal and stop; the rest settles
@@ -310,10 +305,10 @@ def soak_start_view(request, name: str, code: str):
             "reason": str(NO_WORKERS) % {"name": gate.engagement.name, "code": gate.code}})
         return redirect("soak-plan", name=gate.engagement.name, code=gate.code)
     try:
-        gate_run = soak_start(gate=gate, started_by=request.user.get_username(),
-                              reason=request.POST.get("reason", ""),
-                              confirmed=request.POST.get("confirm") == "on")
-    except (GateRefused, SoakPlanError) as refusal:
+        gate_run = gate_launch(gate=gate, started_by=request.user.get_username(),
+                               reason=request.POST.get("reason", ""),
+                               confirmed=request.POST.get("confirm") == "on")
+    except (GateRefused, LaunchInvalid) as refusal:
         messages.error(request, _("Not started, nothing was created: %(reason)s")
                        % {"reason": refusal})
         return redirect("soak-plan", name=gate.engagement.name, code=gate.code)

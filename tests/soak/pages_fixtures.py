@@ -19,9 +19,9 @@ from gates.models import Gate
 from gates.services import engagement_create
 from runners.lab.soak import lab_plan
 from runners.models import GateRun, Measurement
+from runners.soak.evaluation import soak_checks_update
 from runners.soak.models import CollectionGap, FaultTarget, FaultWindow, Soak, SoakAgent, SoakEvent
 from runners.soak.plan import plan_sha256, plan_validate
-from runners.soak.services import soak_checks_update
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEJ0cSOe3UtwS2CYSXHdALRJvzAEgCtYGsJxgddM7b+R"
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

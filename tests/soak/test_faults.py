@@ -15,9 +15,12 @@ from acceptance.models import Array, AuditEntry
 from gates.models import Gate
 from runners.lab import netns, server
 from runners.models import GateRun
-from runners.soak import commands
-from runners.soak.models import FaultTarget
-from runners.soak.services import SoakRefused, _Nodes, fault_target_mark, soak_start
+from runners.soak import commands, driver, faults
+from runners.soak.driver import soak_start
+from runners.soak.faults import fault_target_mark
+from runners.soak.models import FaultTarget, FaultWindow
+from runners.soak.nodes import NodePool
+from runners.soak.plan import SoakRefused
 from runners.transport import SSHConnection, Unreachable
 
 pytestmark = pytest.mark.slow
@@ -56,7 +59,7 @@ def test_the_heal_armed_on_the_node_restores_the_link_while_the_service_cannot_r
     fault = link_fault(engagement)
     ns, interface = fault["target"]["netns"], fault["target"]["interface"]
     token = "t-unreachable-1"
-    nodes = _Nodes()
+    nodes = NodePool()
     try:
         armed = nodes.run(node, commands.arm_command(
             token=token, delay_s=3.0, heal_argv=commands.LinkDown.heal_argv(fault, context(node)),
@@ -89,7 +92,7 @@ def test_the_heal_armed_on_the_node_restores_the_link_while_the_service_cannot_r
 def test_it_refuses_to_take_down_the_interface_carrying_the_ssh_path(soak_lab):
     engagement = soak_lab("soak-clean")
     node = engagement.nodes.get(role="inference")
-    nodes = _Nodes()
+    nodes = NodePool()
     try:
         def judged(fault):
             return {c.name: c.judge(*(lambda r: (r.exit_code, r.stdout.decode()))(
@@ -177,16 +180,13 @@ def test_lab_down_removes_the_namespace_links_and_blackhole_route(soak_lab):
 def test_a_fault_left_armed_is_settled_by_the_state_of_its_target(soak_lab, monkeypatch):
     """The node went away (or the worker died) between arming the heal and injecting: the
     target's state says whether the fault is on."""
-    from runners.soak import services
-    from runners.soak.models import FaultWindow
-
-    monkeypatch.setattr(services, "_dispatch", lambda soak_id, token: None)  # no driver
+    monkeypatch.setattr(driver, "_dispatch", lambda soak_id, token: None)  # no driver
     engagement = soak_lab("soak-clean")
     soak = soak_start(gate=g4(engagement), started_by="eng-bob").soak
     fault = soak.faults.get(kind="link_down")
     plan_fault = link_fault(engagement)
     node = fault.node
-    nodes = _Nodes()
+    nodes = NodePool()
     try:
         for injected in (False, True):
             fault.heal_token = f"t-settle-{int(injected)}"
@@ -198,7 +198,7 @@ def test_a_fault_left_armed_is_settled_by_the_state_of_its_target(soak_lab, monk
                     commands.LinkDown.inject_argv(plan_fault, context(node)), sudo=False))
             fault.state, fault.heal_verified_at = FaultWindow.State.ARMED, None
             fault.save()
-            services._faults_tick(soak, nodes)
+            faults.soak_faults_tick(soak=soak, nodes=nodes)
             fault.refresh_from_db()
             if injected:
                 assert fault.state == FaultWindow.State.INJECTED and fault.injected_at

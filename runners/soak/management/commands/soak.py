@@ -15,17 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.models import Engagement
 from runners.soak import queries
+from runners.soak.driver import soak_abort, soak_pause, soak_recover, soak_resume
+from runners.soak.faults import fault_target_mark
 from runners.soak.models import Soak
-from runners.soak.plan import plan_sha256
-from runners.soak.services import (
-    SoakRefused,
-    fault_target_mark,
-    soak_abort,
-    soak_pause,
-    soak_plan_of,
-    soak_recover,
-    soak_resume,
-)
+from runners.soak.plan import SoakRefused, plan_sha256, soak_plan_of
 from runners.transport import TransportError
 
 ACTIONS = ("status", "pause", "resume", "abort", "mark-target", "recover", "plan")

@@ -1,0 +1,190 @@
+"""Collecting what the soak's node agents wrote, by byte offset, into the ledger.
+
+Every sampling interval the driver asks each agent's node for the bytes of ``windows.jsonl``
+and ``probes.jsonl`` past the stored offsets. Each collected range (cut at its last whole
+line) becomes one ``ProbeRun`` through the evidence intake (``runners.intake``: raw bytes,
+sizes, sha256, simulated mark), is read by its parser (``runners.parsers.soak_windows`` /
+``soak_correctness``) and turned here into measurement rows with ``sampled_at``; the
+correctness mismatches are computed against the node's known-good answers. A range that cannot
+be read fails its run with kind ``parse`` and the offset moves on (the raw bytes stay). A node
+that cannot be reached opens a collection gap, closed by the next collection that works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from types import ModuleType
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance.models import Node
+from runners.intake import measurements_store, parse_failed, raw_output_keep
+from runners.models import Measurement, ProbeRun
+from runners.parsers import soak_correctness, soak_windows
+from runners.parsers.base import ParseError
+from runners.soak import commands, steady
+from runners.soak.events import event_record
+from runners.soak.models import CollectionGap, Soak, SoakAgent
+from runners.soak.nodes import NodePool, node_time
+from runners.soak.plan import real_s
+from runners.transport import TransportError
+
+STDERR_KEEP_BYTES = 64 << 10  # the soak's own commands say little on stderr; more is noise
+
+
+def soak_run_record(*, soak: Soak, agent: SoakAgent, probe: str, parser: ModuleType,
+                    command: str, exit_code: int | None, stdout: bytes, stderr: bytes,
+                    parameters: dict, started: datetime) -> ProbeRun:
+    """Store one raw output the soak read from ``agent``'s node through the evidence intake,
+    with ``parser``'s name and version; the run is then parsing."""
+    run = ProbeRun(
+        gate_run_id=soak.gate_run_id, node=agent.node, probe=probe, parser=parser.TOOL,
+        parser_version=parser.PARSER_VERSION, command=command, parameters=parameters,
+        tool_version=agent.tool_version, exit_code=exit_code, started_at=started,
+        finished_at=timezone.now(), state=ProbeRun.State.PARSING)
+    raw_output_keep(run, stdout=stdout, stderr=stderr[:STDERR_KEEP_BYTES],
+                    simulated=agent.simulated)
+    run.save()
+    return run
+
+
+def window_rows(records: Sequence[soak_windows.WindowRecord],
+                agent: SoakAgent) -> list[Measurement]:
+    """The measurement rows of window records (not saved); moves ``agent``'s last window and
+    last completion on. A window the client failed counts every planned request as failed."""
+    plan = agent.soak.plan
+    rows = []
+    for record in records:
+        labels = {"soak_window": str(record.index)}
+        window = []
+        if record.error:
+            planned = max(1, round(float(plan["load"]["request_rate"])
+                                   * real_s(plan, plan["load"]["window_s"])))
+            error = {**labels, "client_error": record.error[:200]}
+            window.append(Measurement(metric="failed_requests", value=planned, unit="1",
+                                      labels=error))
+            window.append(Measurement(metric="completed_requests", value=0, unit="1",
+                                      labels=error))
+        else:
+            window.extend(Measurement(metric=m.metric, value=m.value, unit=m.unit,
+                                      labels={**m.labels, **labels}) for m in record.bench)
+        window.append(Measurement(
+            metric="completion_gap_max", value=record.completion_gap_max_s, unit="s",
+            labels={**labels, "window_start": f"{record.started:.3f}",
+                    "first_completion": _epoch_text(record.first_completion),
+                    "last_completion": _epoch_text(record.last_completion)}))
+        for row in window:
+            row.sampled_at = node_time(record.ended)
+        rows.extend(window)
+        agent.last_window = max(agent.last_window, record.index)
+        if record.last_completion:
+            agent.last_completion_at = record.last_completion
+    return rows
+
+
+def _epoch_text(epoch: float | None) -> str:
+    return "" if epoch is None else f"{epoch:.3f}"
+
+
+def answer_rows(rounds: Sequence[soak_correctness.CorrectnessRound],
+                agent: SoakAgent) -> list[Measurement]:
+    """One ``probe_mismatches`` row per answer of each round (not saved): its divergence from
+    the node's known-good answer, 1 for an answer that failed or has no known-good one."""
+    rows = []
+    for round_ in rounds:
+        for answer in round_.answers:
+            golden = agent.golden.get(answer.prompt)
+            if answer.error or golden is None:
+                value, said = 1.0, f"error: {answer.error or 'no known-good answer'}"
+            else:
+                value, said = steady.divergence(golden, answer.text)
+            rows.append(Measurement(
+                metric="probe_mismatches", value=value, unit="1", sampled_at=node_time(round_.at),
+                labels={"prompt": answer.prompt, "result": said[:120],
+                        "soak_round": str(round_.number)}))
+    return rows
+
+
+# file the agent writes → (probe name of its runs, parser module, records → rows)
+READERS: dict[str, tuple[str, ModuleType, Callable[[Any, SoakAgent], list[Measurement]]]] = {
+    "windows.jsonl": ("soak_windows", soak_windows, window_rows),
+    "probes.jsonl": ("soak_correctness", soak_correctness, answer_rows),
+}
+
+
+def agent_collect(*, soak: Soak, agent: SoakAgent, nodes: NodePool) -> bool:
+    """Collect what ``agent`` wrote since the stored offsets; True when it has finished and
+    everything it wrote is collected. Raises TransportError when the node cannot be reached."""
+    status = nodes.run(agent.node, commands.agent_status_command(agent.remote_dir), timeout=30)
+    running, done, _node_time = commands.agent_status_read(status.stdout)
+    complete = True
+    for name, (probe, parser, rows_of) in READERS.items():
+        offset = int(agent.offsets.get(name, 0))
+        path = f"{agent.remote_dir}/{name}"
+        command = commands.agent_read_command(path, offset)
+        started = timezone.now()
+        result = nodes.run(agent.node, command, timeout=60)
+        cut = result.stdout.rfind(b"\n") + 1
+        if len(result.stdout) >= commands.READ_MAX_BYTES:
+            complete = False  # more to read next time
+        if cut == 0:
+            continue
+        raw = result.stdout[:cut]
+        with transaction.atomic():
+            run = soak_run_record(
+                soak=soak, agent=agent, probe=probe, parser=parser,
+                command=f"tail -c +{offset + 1} {path} (soak collection)",
+                exit_code=result.exit_code, stdout=raw, stderr=result.stderr, started=started,
+                parameters={"file": path, "offset": offset, "length": cut})
+            try:
+                rows = rows_of(parser.parse(raw), agent)
+            except ParseError as error:
+                parse_failed(run, error)
+            else:
+                measurements_store(run, rows)
+            agent.offsets = {**agent.offsets, name: offset + cut}
+            agent.last_collected_at = timezone.now()
+            agent.save(update_fields=["offsets", "last_collected_at", "last_window",
+                                      "last_completion_at"])
+    if not running:
+        state = SoakAgent.State.FINISHED if done else SoakAgent.State.LOST
+        if agent.state != state:
+            agent.state = state
+            agent.save(update_fields=["state"])
+            event_record(soak, f"agent {state}", f"{agent.node.name}: "
+                         + (f"{done['reason']} after {done['windows']} windows" if done else
+                            "the agent is gone without its done record"))
+    return complete and not running
+
+
+def soak_collect_all(*, soak: Soak, nodes: NodePool) -> bool:
+    """Collect from every agent still to be collected; True when all have finished and their
+    records are in. An unreachable node opens a gap (and the soak is not finished)."""
+    finished = True
+    for agent in soak.agents.select_related("node__credential", "soak"):
+        if agent.state in (SoakAgent.State.FINISHED, SoakAgent.State.LOST,
+                           SoakAgent.State.STOPPED) and agent.last_collected_at:
+            continue
+        try:
+            finished &= agent_collect(soak=soak, agent=agent, nodes=nodes)
+            gap_close(soak, agent.node)
+        except TransportError as error:
+            gap_open(soak, agent.node, f"{agent.node.name} unreachable: {error}")
+            finished = False
+    return finished
+
+
+def gap_open(soak: Soak, node: Node | None, reason: str, at: datetime | None = None) -> None:
+    """Open a collection gap of ``node`` (None: the whole soak) unless one is open."""
+    if not CollectionGap.objects.filter(soak=soak, node=node, ended_at__isnull=True).exists():
+        CollectionGap.objects.create(soak=soak, node=node, started_at=at or timezone.now(),
+                                     reason=reason)
+
+
+def gap_close(soak: Soak, node: Node | None) -> None:
+    """Close ``node``'s open collection gap, if any."""
+    CollectionGap.objects.filter(soak=soak, node=node, ended_at__isnull=True).update(
+        ended_at=timezone.now())
