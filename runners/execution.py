@@ -26,6 +26,7 @@ from runners.models import GateRun, Measurement, NodeJob, OutputChunk, ProbeRun
 from runners.parsers import PARSERS
 from runners.plans import node_steps
 from runners.probes import Probe, ProbeParameterError, kill_command, probe
+from runners.probes.base import NODE_ROOT, scratch_command
 from runners.transport import (
     CommandCancelled,
     CommandTimeout,
@@ -38,7 +39,13 @@ logger = logging.getLogger(__name__)
 _VERSION_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tool-version")
 
 
-RESULT_ROOT = "/var/tmp/acctest"  # noqa: S108 (on the node, as RUNBOOK says); RUNBOOK §3.2/§3.4: per-run scratch directory on the node
+# On the node (RUNBOOK §3.2/§3.4): each run's result directory is a ``mktemp -d`` under this
+# base, which is checked first (owned by the user the probes run as, 0700, not a symlink).
+RESULT_ROOT = NODE_ROOT
+
+
+class ScratchRefused(Exception):
+    """The node refused the run's scratch directory; the message is what the node said."""
 
 
 @dataclass
@@ -46,6 +53,7 @@ class _JobContext:
     job: NodeJob
     connection: SSHConnection
     versions: dict[str, Future]
+    result_dir: str | None = None  # this job's scratch directory on the node, made on first need
 
 
 def _version_of(connection: SSHConnection, command: str) -> str:
@@ -72,6 +80,21 @@ def _fold_output(run: ProbeRun, recorder: OutputRecorder, stdout: bytes, stderr:
     intake.raw_output_keep(run, stdout=stdout, stderr=stderr)
     run.progress = recorder.progress
     OutputChunk.objects.filter(probe_run=run).delete()
+
+
+def _scratch_make(ctx: _JobContext) -> str:
+    """This job's result directory: ``mktemp -d`` under the checked RESULT_ROOT, one per gate run
+    and node (lab nodes share one filesystem; the node's name stays in the directory's name)."""
+    node = ctx.job.node
+    prefix = f"gate-run-{ctx.job.gate_run_id}-{node.name}"
+    result = ctx.connection.run(scratch_command(prefix=prefix, sudo=node.use_sudo,
+                                                root=RESULT_ROOT), timeout=30)
+    path = result.stdout.decode(errors="replace").strip()
+    if result.exit_code != 0 or not path.startswith(f"{RESULT_ROOT}/{prefix}."):
+        said = (result.stderr or result.stdout).decode(errors="replace").strip()[:500]
+        raise ScratchRefused(f"{node.name}: the node's scratch directory under {RESULT_ROOT} "
+                             f"was refused (exit {result.exit_code}): {said or 'no reason given'}")
+    return path
 
 
 def _kill_remote(ctx: _JobContext, run: ProbeRun) -> str:
@@ -164,14 +187,17 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     return run
 
 
-def plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun | None) -> dict:
+def plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun | None,
+                *, result_dir: str | None = None) -> dict:
+    """A step's parameter values on ``node``; ``result_dir`` is the run's scratch directory made
+    on the node (``_scratch_make``), else one fixed place for collection scripts."""
     values = dict(step.get("params") or {})
     for param, field in spec.node_params.items():
         values[param] = getattr(node, field) or None
-    if "result_dir" in spec.params:  # per run over SSH; one fixed place for collection scripts
+    if "result_dir" in spec.params:
         run_dir = f"gate-run-{gate_run.id}" if gate_run else "collected"
         # Per node too: lab nodes (and nodes with a shared home) share one filesystem.
-        values["result_dir"] = f"{RESULT_ROOT}/{run_dir}/{node.name}"
+        values["result_dir"] = result_dir or f"{RESULT_ROOT}/{run_dir}/{node.name}"
     return values
 
 
@@ -209,7 +235,10 @@ def node_job_execute(*, node_job_id: int) -> None:
                     if cancel_requested(gate_run.id):
                         raise CommandCancelled("cancelled before the next probe")
                     spec = probe(step["probe"])
-                    values = plan_values(step, spec, job.node, gate_run)
+                    if "result_dir" in spec.params and ctx.result_dir is None:
+                        ctx.result_dir = _scratch_make(ctx)
+                    values = plan_values(step, spec, job.node, gate_run,
+                                         result_dir=ctx.result_dir)
                     rule = step.get("for_each")
                     tags = {"labels": step.get("labels") or {}, "arm": step.get("arm", "")}
                     if rule:
@@ -227,6 +256,8 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.state = NodeJob.State.DONE
     except CommandCancelled as error:
         job.state, job.error_kind, job.error = NodeJob.State.CANCELLED, "cancelled", str(error)
+    except ScratchRefused as error:
+        job.state, job.error_kind, job.error = NodeJob.State.FAILED, "scratch", str(error)
     except TransportError as error:
         state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
         job.state, job.error_kind, job.error = state, error.kind, str(error)

@@ -8,8 +8,11 @@ connect. ``runners.soak.nodes`` runs them over the one SSH transport.
 
 Heals are armed ON THE NODE before a fault (RUNBOOK §5.3): ``systemd-run --on-active`` where
 systemd runs, else ``nohup setsid sh -c 'sleep N; HEAL'`` detached from the SSH session; the
-timer writes ``/tmp/acctest-heal/TOKEN.healed`` (node time and the heal's exit status) when it
-fires, and ``armed_check`` proves it is armed before the fault is injected.
+timer writes ``HEAL_DIR/TOKEN.healed`` (node time and the heal's exit status) when it fires, and
+``armed_check`` proves it is armed before the fault is injected. HEAL_DIR is inside the node's
+checked scratch base (``runners.probes.base.NODE_ROOT``: owned by the user the heal runs as,
+0700, never a symlink), its records written with noclobber, and a recorded pid is signalled only
+when its command line shows it is this heal's timer.
 """
 
 from __future__ import annotations
@@ -22,17 +25,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runners.probes import KILL_AFTER_S
+from runners.probes.base import NODE_DIR_CHECK, NODE_ROOT
 
 AGENT_SOURCE = (Path(__file__).resolve().parent / "node_agent.py").read_text()
-HEAL_DIR = "/tmp/acctest-heal"  # noqa: S108 (on the node)
+HEAL_DIR = f"{NODE_ROOT}/heal"  # on the node; its parent is checked as the scratch base
+# On the node: the base of the soak agents' directories. Not NODE_ROOT: the agent runs as the
+# SSH user, the probes and heals as root under sudo, and each base belongs to one user.
+SOAK_ROOT = f"{NODE_ROOT}-soak"
 TOKEN = re.compile(r"[a-z0-9-]{1,64}")
 READ_MAX_BYTES = 4 << 20  # per collection of one file
 
 # Starts the agent detached (own session, stdin from /dev/null) and prints its pid; refuses a
-# second agent in the same directory. $1 directory, $2 seconds for the node-side timeout, then
-# the agent command.
-START_SCRIPT = (
-    'd=$1 s=$2; shift 2; mkdir -p "$d" || exit 3; cd "$d" || exit 3; '
+# second agent in the same directory. $1 directory (SOAK_ROOT/SOAK/NODE: the base is checked),
+# $2 seconds for the node-side timeout, then the agent command.
+START_SCRIPT = NODE_DIR_CHECK + (
+    'd=$1 s=$2; shift 2; acctest_dir "${d%/*/*}" && acctest_dir "${d%/*}" && acctest_dir "$d" '
+    '|| exit 3; cd "$d" || exit 3; '
     'if [ -s agent.pid ] && kill -0 "$(cat agent.pid)" 2>/dev/null; then '
     'echo "an agent is already running in $d" >&2; exit 4; fi; rm -f done stop pause; '
     f'nohup setsid timeout --kill-after={KILL_AFTER_S} "$s" "$@" >>agent.log 2>&1 </dev/null & '
@@ -48,26 +56,48 @@ STATUS_SCRIPT = (
 READ_SCRIPT = (
     'f=$1 o=$2 m=$3; [ -f "$f" ] || exit 0; tail -c +"$((o + 1))" -- "$f" | head -c "$m"'
 )
-# Stop the agent: the stop file, then its process group (TERM, then KILL), confirmed.
+# Stop the agent: the stop file, then its process group (TERM, then KILL), confirmed. The pid is
+# signalled only when it is a number above 1 whose command line carries this directory (the
+# agent's --dir); otherwise exit 2 and why.
 STOP_SCRIPT = (
     'd=$1; touch "$d/stop"; [ -s "$d/agent.pid" ] || { echo absent; exit 0; }; '
-    'p=$(cat "$d/agent.pid"); kill -TERM -- "-$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; '
+    'p=$(head -c 32 "$d/agent.pid"); case "$p" in ""|*[!0-9]*) '
+    'echo "refusing: agent.pid holds [$p], not a process id"; exit 2;; esac; '
+    '[ "$p" -gt 1 ] 2>/dev/null || { echo "refusing: agent.pid holds pid $p"; exit 2; }; '
+    '[ -e "/proc/$p" ] || { echo gone; exit 0; }; '
+    'tr "\\000" "\\n" < "/proc/$p/cmdline" 2>/dev/null | grep -qxF -- "$d" || '
+    '{ echo "refusing: process $p is not the agent of $d"; exit 2; }; '
+    'kill -TERM -- "-$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; '
     'i=0; while kill -0 "$p" 2>/dev/null; do i=$((i+1)); '
     '[ "$i" -eq 30 ] && kill -KILL -- "-$p" 2>/dev/null; '
     '[ "$i" -ge 60 ] && { echo "still running: $p"; exit 1; }; sleep 0.1; done; echo gone'
 )
 # The heal timer itself: records its pid, sleeps, heals, records node time and exit status.
-# $1 pid file, $2 healed file, $3 seconds, then the heal command.
+# Both records are created with noclobber (set -C): a file or link already there is refused,
+# never written through. $1 pid file, $2 healed file, $3 seconds, then the heal command.
 HEAL_TIMER_SCRIPT = (
-    'p=$1 h=$2 s=$3; shift 3; echo "$$" > "$p"; sleep "$s"; "$@"; rc=$?; '
+    'p=$1 h=$2 s=$3; shift 3; set -C; echo "$$" > "$p" || exit 3; sleep "$s"; "$@"; rc=$?; '
     'printf "%s %s\\n" "$(date +%s.%N)" "$rc" > "$h"; rm -f "$p"'
 )
+# ``heal_pid``: the pid recorded in $d/$tok.pid when it is a number above 1 whose command line
+# names that pid file (the heal timer's own argument), else empty with the reason on stderr.
+_HEAL_PID = (
+    'heal_pid() { f="$d/$tok.pid"; [ -f "$f" ] && [ ! -L "$f" ] || return 1; '
+    'q=$(head -c 32 -- "$f"); case "$q" in ""|*[!0-9]*) '
+    'echo "refusing: $f holds [$q], not a process id" >&2; return 1;; esac; '
+    '[ "$q" -gt 1 ] 2>/dev/null || { echo "refusing: $f holds pid $q, not one above 1" >&2; '
+    'return 1; }; tr "\\000" "\\n" < "/proc/$q/cmdline" 2>/dev/null | grep -qxF "$f" || '
+    '{ echo "refusing: process $q is not the heal timer of $tok" >&2; return 1; }; '
+    'echo "$q"; }; '
+)
 # Arms the heal: systemd-run where systemd runs, else nohup setsid (RUNBOOK §5.3); waits until
-# the fallback timer has recorded its pid. Prints the method. $1 token, $2 seconds, $3 the
-# timer script, then the heal command.
-ARM_SCRIPT = (
-    f'd={HEAL_DIR} tok=$1 s=$2 t=$3; shift 3; mkdir -p "$d" || exit 3; '
-    'rm -f "$d/$tok.healed"; '
+# the fallback timer has recorded its pid. Prints the method. The heal directory and its parent
+# (the scratch base) are checked first: exit 3 and the reason when refused. Stale records of the
+# token are removed (rm removes a link, never its target). $1 heal directory, $2 token,
+# $3 seconds, $4 the timer script, then the heal command.
+ARM_SCRIPT = NODE_DIR_CHECK + (
+    'd=$1 tok=$2 s=$3 t=$4; shift 4; acctest_dir "${d%/*}" && acctest_dir "$d" || exit 3; '
+    'rm -f "$d/$tok.healed" "$d/$tok.pid"; '
     'if command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ]; then '
     'systemd-run --quiet --unit="acctest-heal-$tok" --on-active="$s" /bin/sh -c "$t" '
     'acctest-heal "$d/$tok.pid" "$d/$tok.healed" 0 "$@" || exit $?; echo systemd-run; '
@@ -76,20 +106,22 @@ ARM_SCRIPT = (
     'while [ ! -s "$d/$tok.pid" ] && [ "$i" -lt 100 ]; do i=$((i+1)); sleep 0.02; done; '
     'echo setsid; fi'
 )
-# armed | fired TIME RC | not armed (exit 1). $1 token.
-ARMED_SCRIPT = (
-    f'd={HEAL_DIR} tok=$1; '
-    'if [ -s "$d/$tok.healed" ]; then echo "fired $(cat "$d/$tok.healed")"; exit 0; fi; '
-    'if [ -s "$d/$tok.pid" ] && p=$(cat "$d/$tok.pid") && kill -0 "$p" 2>/dev/null '
-    '&& tr "\\000" " " < "/proc/$p/cmdline" | grep -q acctest-heal; then echo armed; exit 0; fi; '
+# armed | fired TIME RC | not armed (exit 1). $1 heal directory, $2 token.
+ARMED_SCRIPT = NODE_DIR_CHECK + _HEAL_PID + (
+    'd=$1 tok=$2; acctest_dir "${d%/*}" && acctest_dir "$d" || { echo "not armed"; exit 1; }; '
+    'h="$d/$tok.healed"; if [ -f "$h" ] && [ ! -L "$h" ] && [ -s "$h" ]; then '
+    'echo "fired $(head -c 200 -- "$h")"; exit 0; fi; '
+    'if p=$(heal_pid) && kill -0 "$p" 2>/dev/null; then echo armed; exit 0; fi; '
     'if command -v systemctl >/dev/null 2>&1 && systemctl list-timers --all '
     '"acctest-heal-$tok.timer" 2>/dev/null | grep -q "acctest-heal-$tok"; then echo armed; '
     'exit 0; fi; echo "not armed"; exit 1'
 )
-# Disarm (after the service healed itself): stop the timer; prints disarmed|absent. $1 token.
-DISARM_SCRIPT = (
-    f'd={HEAL_DIR} tok=$1; said=absent; '
-    'if [ -s "$d/$tok.pid" ]; then p=$(cat "$d/$tok.pid"); '
+# Disarm (after the service healed itself): stop the timer; prints disarmed|absent. Only a pid
+# that ``heal_pid`` accepts is signalled (a refused one is said on stderr). $1 heal directory,
+# $2 token.
+DISARM_SCRIPT = NODE_DIR_CHECK + _HEAL_PID + (
+    'd=$1 tok=$2; said=absent; acctest_dir "${d%/*}" && acctest_dir "$d" || exit 3; '
+    'if p=$(heal_pid); then '
     'kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; said=disarmed; fi; '
     'if command -v systemctl >/dev/null 2>&1; then '
     'systemctl stop "acctest-heal-$tok.timer" >/dev/null 2>&1 && said=disarmed; fi; '
@@ -166,12 +198,15 @@ def arm_command(*, token: str, delay_s: float, heal_argv: list[str], sudo: bool)
     """Arm the heal ``heal_argv`` to run ``delay_s`` seconds from now on the node."""
     if not TOKEN.fullmatch(token):
         raise ValueError(f"bad heal token {token!r}")
-    return shlex.join(_sudo(["sh", "-c", ARM_SCRIPT, "acctest-arm", token, f"{delay_s:.3f}",
-                             HEAL_TIMER_SCRIPT, *_timeout(heal_argv, 60)], sudo))
+    return shlex.join(_sudo(["sh", "-c", ARM_SCRIPT, "acctest-arm", HEAL_DIR, token,
+                             f"{delay_s:.3f}", HEAL_TIMER_SCRIPT, *_timeout(heal_argv, 60)],
+                            sudo))
 
 
-def armed_command(token: str) -> str:
-    return shlex.join(["sh", "-c", ARMED_SCRIPT, "acctest-armed", token])
+def armed_command(token: str, *, sudo: bool = False) -> str:
+    """Whether the heal ``token`` is armed or has fired. Under sudo where it was armed under
+    sudo: the heal directory is root's, 0700."""
+    return shlex.join(_sudo(["sh", "-c", ARMED_SCRIPT, "acctest-armed", HEAL_DIR, token], sudo))
 
 
 def armed_read(stdout: bytes) -> tuple[str, float | None, int | None]:
@@ -187,7 +222,8 @@ def armed_read(stdout: bytes) -> tuple[str, float | None, int | None]:
 
 
 def disarm_command(token: str, *, sudo: bool) -> str:
-    return shlex.join(_sudo(["sh", "-c", DISARM_SCRIPT, "acctest-disarm", token], sudo))
+    return shlex.join(_sudo(["sh", "-c", DISARM_SCRIPT, "acctest-disarm", HEAL_DIR, token],
+                            sudo))
 
 
 def timed_command(argv: list[str], *, sudo: bool) -> str:

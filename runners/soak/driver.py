@@ -33,7 +33,6 @@ from gates.models import Gate
 from gates.services import gate_check_runnable
 from runners import doorbell
 from runners.dispatch import passed_rerun_audit, passed_rerun_check
-from runners.execution import RESULT_ROOT
 from runners.live import cancel_requested
 from runners.models import GateRun
 from runners.soak import commands
@@ -95,7 +94,7 @@ def soak_start(*, gate: Gate, started_by: str, reason: str = "",
     soak = Soak.objects.create(gate_run=gate_run, plan=plan, plan_sha256=plan_sha256(plan),
                                time_compression=float(plan["time_compression"]),
                                driver_token=token)
-    base = f"{RESULT_ROOT}/soak-{gate_run.id}-{secrets.token_hex(4)}"
+    base = f"{commands.SOAK_ROOT}/soak-{gate_run.id}-{secrets.token_hex(4)}"
     for node in agents:
         SoakAgent.objects.create(soak=soak, node=node, remote_dir=f"{base}/{node.name}",
                                  token=secrets.token_hex(6))
