@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 
 from runners import execution
+from runners.evidence import collection_script
 from runners.models import GateRun, NodeJob
 from runners.probes import base
 from runners.probes.base import Probe, kill_command, scratch_command
@@ -241,3 +242,16 @@ def test_the_service_records_a_refused_scratch_on_the_job_and_the_probe_run(
         ctx = execution._JobContext(NodeJob(gate_run=run_, node=node), connection, {})
         with pytest.raises(execution.ScratchRefused, match="owned by uid 65534"):
             execution._scratch_make(ctx)
+
+
+def test_the_collection_script_refuses_a_planted_base_before_running_anything(
+        node, node_root, tmp_path):
+    gate = node.engagement.gates.get(code="G2")
+    script = tmp_path / "collect.py"
+    script.write_text(collection_script(gate=gate, node=node))
+    planted_by_nobody(node_root)
+    done = subprocess.run(["python3", str(script), "--output", str(tmp_path / "b.tar.gz")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"refusing {node_root}: owned by uid {NOBODY}" in done.stderr
+    assert not (tmp_path / "b.tar.gz").exists() and list(node_root.iterdir()) == []
