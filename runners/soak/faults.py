@@ -165,7 +165,8 @@ def fault_inject(soak: Soak, fault: FaultWindow, nodes: NodePool, length_s: floa
                          f"could not arm the heal on the node: {said.strip()[:300]}")
     fault.heal_method = said.strip().splitlines()[-1][:32] if said.strip() else "?"
     fault.heal_armed_at = timezone.now()
-    code, said = nodes.run_checked(node, commands.armed_command(fault.heal_token))
+    code, said = nodes.run_checked(node, commands.armed_command(fault.heal_token,
+                                                            sudo=node.use_sudo))
     if commands.armed_read(said.encode())[0] != "armed":
         nodes.run_checked(node, commands.disarm_command(fault.heal_token, sudo=node.use_sudo))
         return fault_end(soak, fault, FaultWindow.State.FAILED,
@@ -237,7 +238,8 @@ def fault_heal_now(soak: Soak, fault: FaultWindow, nodes: NodePool, why: str,
 
 
 def _fault_watch(soak: Soak, fault: FaultWindow, nodes: NodePool, length_s: float) -> None:
-    code, said = nodes.run_checked(fault.node, commands.armed_command(fault.heal_token))
+    code, said = nodes.run_checked(fault.node, commands.armed_command(
+        fault.heal_token, sudo=fault.node.use_sudo))
     state, fired_at, heal_code = commands.armed_read(said.encode())
     if state == "fired":
         healed, found = _verify_healed(soak, fault, nodes)
