@@ -160,8 +160,8 @@ def test_it_reports_bytes_appended_after_the_signed_file(signed_g1_pdf, roots):
 
 
 def test_a_customer_countersignature_keeps_ours_valid(countersigned_g1_pdf, roots,
-                                                      customer_roots):
-    result = verify_pdf(countersigned_g1_pdf, roots=roots, extra_roots=customer_roots)
+                                                      customer_trust):
+    result = verify_pdf(countersigned_g1_pdf, roots=roots, customer=customer_trust)
     assert result.valid, result.summary
     ours, theirs = result.signatures
     assert (ours.field, ours.signer, ours.intact, ours.trusted) == (
@@ -181,8 +181,10 @@ def test_a_countersignature_from_an_unknown_key_is_not_trusted(countersigned_g1_
     assert "CustomerSignature" in result.summary and "not trusted" in result.summary
 
 
-def test_the_countersign_command_writes_a_new_file(signed_g1_pdf, customer_dir, tmp_path, roots,
-                                                   customer_roots, monkeypatch):
+def test_the_countersign_command_writes_a_new_file(db, signed_g1_pdf, customer_dir, tmp_path,
+                                                   roots, customer_trust, customer_cert_pem,
+                                                   monkeypatch):
+    # db: verify_report looks the report's engagement up for its customer certificates
     source = tmp_path / "signed.pdf"
     source.write_bytes(signed_g1_pdf)
     out_path = tmp_path / "countersigned.pdf"
@@ -193,9 +195,11 @@ def test_the_countersign_command_writes_a_new_file(signed_g1_pdf, customer_dir, 
     assert out.getvalue().strip() == f"countersigned: {out_path}"
     data = out_path.read_bytes()
     assert data.startswith(signed_g1_pdf)
-    assert verify_pdf(data, roots=roots, extra_roots=customer_roots).valid
+    assert verify_pdf(data, roots=roots, customer=customer_trust).valid
+    leaf = tmp_path / "customer-cert.pem"
+    leaf.write_bytes(customer_cert_pem)
     code, text = _verify_command(out_path, "--trust-root", str(Path(roots_path(roots, tmp_path))),
-                                 "--customer-cert", str(customer_dir / "ca.pem"))
+                                 "--customer-cert", str(leaf))
     assert code == 0, text
     assert "signature 2: field CustomerSignature" in text
 
