@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -38,6 +39,7 @@ from reports.trust import (
     CustomerResolver,
     CustomerTrust,
     changes_after,
+    named_changes,
     pdf_structure_problem,
     widget_problem,
 )
@@ -479,7 +481,15 @@ def _check_one(data: bytes, i: int, embedded: list, infos: list, roots, tsa_root
         context = ValidationContext(trust_roots=roots, allow_fetching=False)
         # a timestamp token chains to a TSA root, never trusted for document signatures
         ts = ValidationContext(trust_roots=roots + tsa_roots, allow_fetching=False)
-        return _one_signature(sig, context, ts, is_last, "vendor")
+        info = _one_signature(sig, context, ts, is_last, "vendor")
+        if info.intact and not info.later_changes_allowed:
+            names = named_changes(_revision_bytes(data, sig), sig.reader)
+            if names:
+                later = f"{info.later_changes}: {'; '.join(names)}"
+                info = dataclasses.replace(info, later_changes=later,
+                                           problem=info.problem.replace(info.later_changes,
+                                                                        later))
+        return info
     vendor = infos[0]
     refused, trust = "", None
     if sig.field_name != CUSTOMER_SIGNATURE_FIELD or i != 1:

@@ -90,3 +90,74 @@ def changes_after(embedded, level) -> str:
         return ("form fields were filled or changed after signing: "
                 + ", ".join(repr(f) for f in others))
     return ""
+
+
+def _pages(root) -> list:
+    found, stack = [], [root["/Pages"]]
+    while stack and len(found) < 10_000:
+        node = stack.pop().get_object()
+        if "/Kids" in node:
+            stack.extend(reversed(list(node["/Kids"])))
+        else:
+            found.append(node)
+    return found
+
+
+def _refs(array) -> dict:
+    return {getattr(x, "idnum", id(x)): x for x in (array.get_object() if array else ())}
+
+
+def _contents(page) -> bytes:
+    contents = page.get("/Contents")
+    if contents is None:
+        return b""
+    contents = contents.get_object()
+    streams = contents if isinstance(contents, list) else [contents]
+    return b"".join(s.get_object().data for s in streams)
+
+
+def _fields(root) -> dict[str, object]:
+    form = root.get("/AcroForm")
+    found = {}
+    for ref in (form.get_object().get("/Fields", ()) if form else ()):
+        field = ref.get_object()
+        found[str(field.get("/T", "?"))] = field.get("/V")
+    return found
+
+
+def named_changes(before: bytes, after) -> list[str]:
+    """What a person would call the changes from the file ``before`` (the vendor's signed
+    revision) to the reader ``after`` (the whole file): pages, their content and annotations,
+    form fields. The countersignature's own field and widget are left out (checked by
+    ``widget_problem``). Best effort: [] when the files cannot be compared."""
+    from io import BytesIO
+
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    try:
+        old_root = PdfFileReader(BytesIO(before), strict=False).root
+        old_pages, new_pages = _pages(old_root), _pages(after.root)
+        changes = []
+        if len(old_pages) != len(new_pages):
+            changes.append(f"the page count changed from {len(old_pages)} to {len(new_pages)}")
+        for n, (old, new) in enumerate(zip(old_pages, new_pages, strict=False), start=1):
+            if _contents(old) != _contents(new):
+                changes.append(f"the content of page {n} was changed")
+            added = _refs(new.get("/Annots"))
+            for idnum in set(added) - set(_refs(old.get("/Annots"))):
+                annot = added[idnum].get_object()
+                kind = str(annot.get("/Subtype", "?")).lstrip("/")
+                if kind == "Widget" and str(annot.get("/T", "")) == CUSTOMER_SIGNATURE_FIELD:
+                    continue
+                changes.append(f"a {kind} annotation was added on page {n}")
+        old_fields, new_fields = _fields(old_root), _fields(after.root)
+        for name, value in new_fields.items():
+            if name == CUSTOMER_SIGNATURE_FIELD:
+                continue
+            if name not in old_fields:
+                changes.append(f"form field {name!r} was added")
+            elif value != old_fields[name]:
+                changes.append(f"form field {name!r} was filled or changed")
+        return changes
+    except Exception:  # naming is a courtesy; the verdict comes from pyHanko's analysis
+        return []
