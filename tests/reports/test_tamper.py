@@ -16,7 +16,7 @@ from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pypdf import PdfReader, PdfWriter
 
 from reports.evidence import SUMMARY_NAME, evidence_check
-from reports.signing import DEV_SIGNER_NAME, verify_pdf
+from reports.signing import DEV_SIGNER_NAME, sign_pdf, verify_pdf
 from tests.reports.samples import g1_stopped
 
 
@@ -181,10 +181,13 @@ def test_a_countersignature_from_an_unknown_key_is_not_trusted(countersigned_g1_
     assert "CustomerSignature" in result.summary and "not trusted" in result.summary
 
 
-def test_the_countersign_command_writes_a_new_file(db, signed_g1_pdf, customer_dir, tmp_path,
+def test_the_countersign_command_writes_a_new_file(db, g1_pdf, signer, customer_dir, tmp_path,
                                                    roots, customer_trust, customer_cert_pem,
                                                    monkeypatch):
-    # db: verify_report looks the report's engagement up for its customer certificates
+    # db: verify_report looks the report's engagement up for its customer certificates. A
+    # fresh signature, not the session's: pytest-django runs db tests first, and
+    # test_it_verifies_a_signed_report wants the session's signature made just before it.
+    signed_g1_pdf = sign_pdf(g1_pdf, signer=signer)
     source = tmp_path / "signed.pdf"
     source.write_bytes(signed_g1_pdf)
     out_path = tmp_path / "countersigned.pdf"
