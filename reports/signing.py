@@ -505,7 +505,8 @@ def _check_one(data: bytes, i: int, embedded: list, infos: list, roots, tsa_root
             refused = widget_problem(sig)
     anchors = list(trust.certificates) if trust is not None and not refused else []
     context = ValidationContext(trust_roots=anchors, allow_fetching=False)
-    ts = ValidationContext(trust_roots=anchors + tsa_roots, allow_fetching=False)
+    # the customer's certificate vouches for their signature, never for a timestamp
+    ts = ValidationContext(trust_roots=list(tsa_roots), allow_fetching=False)
     party = f"customer {trust.name}" if trust is not None else "customer"
     return _one_signature(sig, context, ts, is_last, party, pinned=tuple(anchors),
                           refused=refused)
