@@ -2,8 +2,9 @@
 ``…/versions/`` every version of the report's series, ``…/signoffs/`` list (GET) and sign off
 (POST: the vendor's project manager or a customer of the engagement's organisation),
 ``…/downloads/`` the download log (project managers), ``…/countersigned/`` upload the customer's
-countersigned copy (multipart field ``pdf``), and the download itself is logged. Same
-permissions as the pages: invisible objects 404 (the viewset's queryset), wrong role 403.
+countersigned copy (multipart field ``pdf``; the engagement's customer only), and the download
+itself is logged. Same permissions as the pages: invisible objects 404 (the viewset's queryset),
+wrong role 403.
 """
 
 from __future__ import annotations
@@ -144,15 +145,15 @@ class ReportActionsMixin:
         responses={201: ReportVersionSerializer,
                    400: OpenApiResponse(description="no file, or the file is refused: the "
                                                     "message says which check failed"),
-                   403: OpenApiResponse(description="not the engagement's customer or a PM")},
+                   403: OpenApiResponse(description="not the engagement's customer")},
         summary="upload the customer's countersigned copy of this (latest) version")
     @action(detail=True, methods=["post"])
     def countersigned(self, request, pk=None):
         report = self.get_object()
-        if not (has_role(request.user, Role.PROJECT_MANAGER) or services.signoff_party(
-                request.user, report.engagement) == SignOff.Party.CUSTOMER):
-            raise PermissionDenied("only the customer of this engagement or a project manager "
-                                   "may upload a countersigned report")
+        # only the customer: a PM uploading "the customer's" copy could forge it
+        if services.signoff_party(request.user, report.engagement) != SignOff.Party.CUSTOMER:
+            raise PermissionDenied("only the customer of this engagement may upload a "
+                                   "countersigned report")
         upload = request.FILES.get("pdf")
         if upload is None:
             raise ValidationError({"pdf": ["send the countersigned PDF as multipart field pdf"]})

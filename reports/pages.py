@@ -75,7 +75,7 @@ def report_page(engagement: Engagement, user) -> dict:
     signoffs = list(SignOff.objects.filter(report__engagement=engagement).order_by("at", "id"))
     party = signoff_party(user, engagement)
     is_pm = has_role(user, Role.PROJECT_MANAGER)
-    may_countersign = is_pm or party == SignOff.Party.CUSTOMER
+    may_countersign = party == SignOff.Party.CUSTOMER  # the customer alone countersigns
     series: dict[str, Series] = {}
     for report in reports:
         key = "final" if report.kind == Report.Kind.FINAL else f"decision-{report.about_id}"

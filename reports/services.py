@@ -11,16 +11,23 @@ makes a new version of the same series naming the one it replaces:
 - ``final_report_issue``: the final acceptance report of all gates (on request, once every gate
   has a decision or the engagement has stopped at a gate).
 - ``countersigned_store``: the customer's countersigned copy of the latest version, accepted
-  only as an incremental update of our file whose every signature validates.
+  only as an incremental update of our file adding one invisible signature in the customer's
+  field, by a certificate the customer registered, and nothing else.
+
+``report_verify`` answers "is this file genuine?" for the verify page and ``verify_report``
+alike: each signature against its own party's trust anchors (``reports.signing``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from datetime import UTC
 from pathlib import Path
 
+from asn1crypto import pem as asn1_pem
+from asn1crypto import x509 as asn1_x509
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from django.conf import settings
@@ -42,9 +49,10 @@ from reports.context import (
     ScheduleRow,
     SignOffRow,
 )
+from reports.evidence import SUMMARY_NAME, embedded_files
 from reports.models import CustomerCertificate, Report, ReportDownload, SignOff
 from reports.render import django_language, render_gate_report_pdf
-from reports.signing import sign_pdf, verify_pdf
+from reports.signing import CustomerTrust, VerificationResult, sign_pdf, verify_pdf
 from runners.charts import gate_run_charts
 from runners.models import GateRun
 from runners.probes import PROBES
@@ -385,11 +393,33 @@ def download_record(*, report: Report, user, via: str) -> ReportDownload:
 # --- the customer's certificate and countersigned copies -----------------------------------
 
 
+def _signing_certificate_problem(cert: x509.Certificate) -> str:
+    """Why ``cert`` cannot be a customer's countersigning certificate, "" when it can: it must be
+    the certificate they sign with (a leaf), never an authority that could issue others."""
+    try:
+        constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+    except x509.ExtensionNotFound:
+        constraints = None
+    if constraints is not None and constraints.ca:
+        return ("this is a CA certificate (basicConstraints cA=true): register the certificate "
+                "you sign with, not the authority that issued it (nothing was stored)")
+    try:
+        usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
+    except x509.ExtensionNotFound:
+        usage = None
+    if usage is None or not (usage.digital_signature or usage.content_commitment):
+        return ("the certificate's key usage does not allow signing documents: it needs "
+                "digitalSignature or nonRepudiation (nothing was stored)")
+    return ""
+
+
 def customer_certificate_add(*, engagement: Engagement, pem: bytes,
                              uploaded_by: str) -> CustomerCertificate:
-    """Store the customer's public certificate (PEM or DER) as a trust anchor for their
-    countersignatures on ``engagement``. Refuses (ReportRefused) anything holding a private
-    key, anything that is not one X.509 certificate, and an expired certificate."""
+    """Store the customer's public signing certificate (PEM or DER) as the trust anchor of their
+    countersignature on ``engagement``: it vouches for signatures made with itself only.
+    Refuses (ReportRefused) anything holding a private key, anything that is not one X.509
+    certificate, a CA certificate, one whose key usage does not allow signing, and an expired
+    certificate."""
     if b"PRIVATE KEY" in pem:
         raise ReportRefused("the file contains a private key: upload only the public "
                             "certificate (nothing was stored)")
@@ -398,6 +428,9 @@ def customer_certificate_add(*, engagement: Engagement, pem: bytes,
                 else x509.load_der_x509_certificate(pem))
     except ValueError as e:
         raise ReportRefused(f"not an X.509 certificate in PEM or DER form: {e}") from None
+    problem = _signing_certificate_problem(cert)
+    if problem:
+        raise ReportRefused(problem)
     if cert.not_valid_after_utc < timezone.now():
         raise ReportRefused(f"the certificate expired on {cert.not_valid_after_utc:%Y-%m-%d}")
     fingerprint = cert.fingerprint(hashes.SHA256()).hex()
@@ -418,10 +451,7 @@ def customer_certificate_add(*, engagement: Engagement, pem: bytes,
 
 
 def customer_roots(engagement: Engagement) -> list:
-    """The engagement's customer certificates as pyHanko trust roots."""
-    from asn1crypto import pem as asn1_pem
-    from asn1crypto import x509 as asn1_x509
-
+    """The engagement's customer certificates as pyHanko certificates."""
     roots = []
     for entry in engagement.customer_certificates.all():
         _, _, der = asn1_pem.unarmor(entry.pem.encode())
@@ -429,12 +459,60 @@ def customer_roots(engagement: Engagement) -> list:
     return roots
 
 
+def customer_trust(engagement: Engagement) -> CustomerTrust:
+    """Whom the customer field of ``engagement``'s reports may be signed by."""
+    return CustomerTrust(engagement.customer.name, tuple(customer_roots(engagement)))
+
+
+def _engagement_of(vendor_revision: bytes) -> Engagement | None:
+    """The engagement of a report, from the vendor's signed revision: the report stored here
+    with those bytes, else the engagement its embedded summary names (authentic only because
+    the caller checked the vendor's signature over these bytes first)."""
+    digest = hashlib.sha256(vendor_revision).hexdigest()
+    report = Report.objects.filter(sha256=digest).select_related("engagement__customer").first()
+    if report is not None:
+        return report.engagement
+    try:
+        summary = json.loads(embedded_files(vendor_revision).get(SUMMARY_NAME, b"{}"))
+        name = str(summary.get("engagement") or "")
+    except (ValueError, AttributeError):
+        return None
+    return Engagement.objects.filter(name=name).select_related("customer").first()
+
+
+def _customer_name(cert) -> str:
+    subject = cert.subject.native
+    return str(subject.get("organization_name") or subject.get("common_name") or "?")
+
+
+def report_verify(*, data: bytes, roots=None, tsa_roots=None,
+                  customer_certificates=()) -> VerificationResult:
+    """Verify a report as anyone may: the vendor's signature against the vendor's roots, the
+    customer field against the customer certificates of the engagement the vendor's revision
+    belongs to (plus ``customer_certificates``, given on the command line). The verify page and
+    ``verify_report`` both answer through here, so they give the same answer for a file."""
+    extra = tuple(customer_certificates)
+
+    def resolve(vendor_revision: bytes) -> CustomerTrust | None:
+        engagement = _engagement_of(vendor_revision)
+        trust = customer_trust(engagement) if engagement is not None else None
+        if not extra:
+            return trust
+        if trust is None:
+            return CustomerTrust(_customer_name(extra[0]), extra)
+        return CustomerTrust(trust.name, trust.certificates + extra)
+
+    return verify_pdf(data, roots=roots, tsa_roots=tsa_roots, customer=resolve)
+
+
 def countersigned_store(*, report: Report, data: bytes, uploaded_by: str) -> Report:
     """Store the customer's countersigned copy of ``report`` (the latest version of its series)
     as a new version. Accepted only when ``data`` is our signed file byte for byte followed by
-    an incremental update, every signature validates (ours against our roots, the new one
-    against the engagement's customer certificates) and the evidence still matches. Raises
-    ReportRefused saying which check failed; nothing is stored then."""
+    an incremental update adding one invisible signature in the customer's field, made with a
+    certificate registered for this engagement, and changing nothing else; our signature
+    validates against our roots and the evidence still matches. Raises ReportRefused saying
+    which check failed; nothing is stored then. (Only the customer may call this: the doors
+    check the role.)"""
     latest = latest_version(report)
     if latest.pk != report.pk:
         raise ReportRefused(f"only the latest version (version {latest.version}) may be "
@@ -449,19 +527,18 @@ def countersigned_store(*, report: Report, data: bytes, uploaded_by: str) -> Rep
             f"not an incremental update of version {report.version}: the file must begin with "
             f"our signed file byte for byte ({len(original)} bytes) and add the countersignature "
             f"after it")
-    customer = customer_roots(report.engagement)
-    if not customer:
+    trust = customer_trust(report.engagement)
+    if not trust.certificates:
         raise ReportRefused("no customer certificate is registered for this engagement: upload "
                             "the public certificate first")
-    result = verify_pdf(data, extra_roots=customer)
+    result = verify_pdf(data, customer=trust)
     if not result.valid:
         raise ReportRefused(f"the countersigned file does not validate: {result.summary}")
-    ours = verify_pdf(original)
-    if len(result.signatures) <= len(ours.signatures):
-        raise ReportRefused("the file carries no new signature")
+    ours = verify_pdf(original, check_evidence=False)
+    if len(result.signatures) != len(ours.signatures) + 1:
+        raise ReportRefused("the file must carry exactly one new signature, the customer's")
     newest = result.signatures[-1]
-    by_customer = verify_pdf(data, roots=customer, check_evidence=False)
-    if not by_customer.signatures or not by_customer.signatures[-1].trusted:
+    if newest.party != f"customer {trust.name}":
         raise ReportRefused(f"the new signature ({newest.signer}) does not chain to a customer "
                             f"certificate registered for this engagement")
     with transaction.atomic():
@@ -489,6 +566,6 @@ def visible_reports(user):
 
 __all__ = [
     "ReportRefused", "report_issue", "report_reissue", "final_report_issue", "signoff_record",
-    "download_record", "customer_certificate_add", "countersigned_store", "report_context",
-    "final_report_context",
+    "download_record", "customer_certificate_add", "countersigned_store", "report_verify",
+    "report_context", "final_report_context",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -32,11 +33,20 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from reports.evidence import evidence_check
+from reports.trust import (
+    CUSTOMER_SIGNATURE_FIELD,
+    MAX_SIGNATURES,
+    CustomerResolver,
+    CustomerTrust,
+    changes_after,
+    named_changes,
+    pdf_structure_problem,
+    widget_problem,
+)
 
 DEV_CA_NAME = "Acceptance Service Development CA"
 DEV_SIGNER_NAME = "Acceptance Service (development)"
 SIGNATURE_FIELD = "AcceptanceSignature"
-CUSTOMER_SIGNATURE_FIELD = "CustomerSignature"
 
 CA_FILE = "ca.pem"
 P12_FILE = "signer.p12"
@@ -349,6 +359,7 @@ class SignatureInfo:
     later_changes: str  # "" when none; else what was appended after this signature
     later_changes_allowed: bool  # only further signatures were added after it
     problem: str  # "" when this signature is fine
+    party: str = "untrusted"  # "vendor", "customer ORG" or "untrusted": whose root it chains to
 
     @property
     def ok(self) -> bool:
@@ -389,15 +400,20 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "?"
 
 
-def _one_signature(embedded, context, ts_context, is_last: bool) -> SignatureInfo:
-    from pyhanko.sign.diff_analysis import ModificationLevel
+def _one_signature(embedded, context, ts_context, is_last: bool, party: str,
+                   pinned: tuple[asn1_x509.Certificate, ...] = (),
+                   refused: str = "") -> SignatureInfo:
     from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature
 
     status = validate_pdf_signature(embedded, context, ts_validation_context=ts_context)
     signer = _common_name(status.signing_cert)
     signed_at = status.signer_reported_dt or embedded.self_reported_timestamp
     intact = bool(status.intact and status.valid)
-    trusted = bool(status.trusted)
+    trusted = bool(status.trusted) and not refused
+    if trusted and pinned:
+        # a registered customer certificate vouches for itself only, never for what it issued
+        trusted = status.signing_cert.sha256 in {c.sha256 for c in pinned}
+        refused = "" if trusted else "it was not made with a registered customer certificate"
     whole = status.coverage == SignatureCoverageLevel.ENTIRE_FILE
     ts = status.timestamp_validity
     timestamp = ts.timestamp if ts is not None else None
@@ -411,19 +427,22 @@ def _one_signature(embedded, context, ts_context, is_last: bool) -> SignatureInf
         elif is_last:
             # nothing signed what follows this signature: whatever it is, it is unsigned
             later, allowed = f"an unsigned incremental update follows ({name})", False
-        elif level is not None and level <= ModificationLevel.FORM_FILLING and (
-                status.docmdp_ok is not False):
-            later, allowed = "later signatures were added (allowed)", True
-        else:
+        elif status.docmdp_ok is False:
             later, allowed = f"content was changed after signing ({name})", False
+        else:
+            later = changes_after(embedded, level)
+            later, allowed = (later, False) if later else (
+                "later signatures were added (allowed)", True)
     problems = []
     if not intact:
         # pyHanko does not judge the chain of a broken signature: say only what is known.
         problems.append("the document was changed after signing (signature does not match)")
+    elif refused:
+        problems.append(f"signer {signer!r} is not trusted: {refused}")
     elif not trusted:
         indication = status.trust_problem_indic
         why = f" ({indication.name.lower().replace('_', ' ')})" if indication else ""
-        problems.append(f"signer {signer!r} is not trusted by the configured roots{why}")
+        problems.append(f"signer {signer!r} is not trusted by the {party}'s roots{why}")
     if not whole and (is_last or not allowed):
         problems.append(
             "the signature does not cover the whole document (content was added"
@@ -434,16 +453,73 @@ def _one_signature(embedded, context, ts_context, is_last: bool) -> SignatureInf
         field=embedded.field_name, signer=signer, signed_at=signed_at, timestamp=timestamp,
         timestamp_ok=timestamp_ok, intact=intact, trusted=trusted, whole_file=whole,
         later_changes=later, later_changes_allowed=allowed, problem="; ".join(problems),
+        party=party if intact and trusted else "untrusted",
     )
 
 
-def _validate(data: bytes, roots: list[asn1_x509.Certificate],
-              tsa_roots: list[asn1_x509.Certificate], check_evidence: bool) -> VerificationResult:
-    from pyhanko.pdf_utils.reader import PdfFileReader
+def _revision_bytes(data: bytes, embedded) -> bytes:
+    """The file as it was when ``embedded`` was signed (its byte range ends its revision)."""
+    start, first, second, length = (int(x) for x in embedded.byte_range)
+    return data[:second + length]
+
+
+def _customer_of(data: bytes, vendor, customer) -> CustomerTrust | None:
+    if customer is None or isinstance(customer, CustomerTrust):
+        return customer
+    return customer(_revision_bytes(data, vendor))
+
+
+def _check_one(data: bytes, i: int, embedded: list, infos: list, roots, tsa_roots,
+               customer) -> SignatureInfo:
+    """Signature ``i`` against its own party's roots: the first is the vendor's (vendor roots
+    only); the second, in the customer's field, after a genuine vendor signature, the
+    customer's registered certificates only; anything else is trusted by nobody."""
     from pyhanko_certvalidator import ValidationContext
 
-    if not data.lstrip()[:5] == b"%PDF-":
-        return _not_valid("not a PDF file")
+    sig, is_last = embedded[i], i == len(embedded) - 1
+    if i == 0:
+        context = ValidationContext(trust_roots=roots, allow_fetching=False)
+        # a timestamp token chains to a TSA root, never trusted for document signatures
+        ts = ValidationContext(trust_roots=roots + tsa_roots, allow_fetching=False)
+        info = _one_signature(sig, context, ts, is_last, "vendor")
+        if info.intact and not info.later_changes_allowed:
+            names = named_changes(_revision_bytes(data, sig), sig.reader)
+            if names:
+                later = f"{info.later_changes}: {'; '.join(names)}"
+                info = dataclasses.replace(info, later_changes=later,
+                                           problem=info.problem.replace(info.later_changes,
+                                                                        later))
+        return info
+    vendor = infos[0]
+    refused, trust = "", None
+    if sig.field_name != CUSTOMER_SIGNATURE_FIELD or i != 1:
+        refused = (f"only one countersignature, in the field {CUSTOMER_SIGNATURE_FIELD!r}, "
+                   f"is accepted after the vendor's signature")
+    elif not (vendor.intact and vendor.trusted):
+        refused = "the vendor's signature before it is not genuine"
+    else:
+        trust = _customer_of(data, embedded[0], customer)
+        if trust is None or not trust.certificates:
+            refused = "no customer certificate is registered for this report's engagement"
+        else:
+            refused = widget_problem(sig)
+    anchors = list(trust.certificates) if trust is not None and not refused else []
+    context = ValidationContext(trust_roots=anchors, allow_fetching=False)
+    # the customer's certificate vouches for their signature, never for a timestamp
+    ts = ValidationContext(trust_roots=list(tsa_roots), allow_fetching=False)
+    party = f"customer {trust.name}" if trust is not None else "customer"
+    return _one_signature(sig, context, ts, is_last, party, pinned=tuple(anchors),
+                          refused=refused)
+
+
+def _validate(data: bytes, roots: list[asn1_x509.Certificate],
+              tsa_roots: list[asn1_x509.Certificate], check_evidence: bool,
+              customer) -> VerificationResult:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    problem = pdf_structure_problem(data)
+    if problem:
+        return _not_valid(problem)
     try:
         reader = PdfFileReader(BytesIO(data), strict=False)
         embedded = list(reader.embedded_signatures)
@@ -451,16 +527,15 @@ def _validate(data: bytes, roots: list[asn1_x509.Certificate],
         return _not_valid(f"cannot read the PDF: {e}")
     if not embedded:
         return _not_valid("the document carries no signature")
+    if len(embedded) > MAX_SIGNATURES:
+        return _not_valid(f"the document carries {len(embedded)} signatures; a report has at "
+                          f"most the vendor's and the customer's")
     embedded.sort(key=lambda sig: sig.signed_revision)
 
-    infos = []
+    infos: list[SignatureInfo] = []
     for i, sig in enumerate(embedded):
-        context = ValidationContext(trust_roots=roots, allow_fetching=False)
-        # a timestamp token chains to a TSA root, never trusted for document signatures
-        ts_context = ValidationContext(trust_roots=roots + tsa_roots, allow_fetching=False)
         try:
-            infos.append(_one_signature(sig, context, ts_context,
-                                        is_last=i == len(embedded) - 1))
+            infos.append(_check_one(data, i, embedded, infos, roots, tsa_roots, customer))
         except Exception as e:
             return _not_valid(f"signature {sig.field_name!r} cannot be checked: {e}")
 
@@ -471,14 +546,15 @@ def _validate(data: bytes, roots: list[asn1_x509.Certificate],
     intact = all(i.intact for i in infos)
     trusted = all(i.trusted for i in infos)
     modified = not intact or not newest.whole_file or any(
-        not i.later_changes_allowed for i in infos)
+        not i.later_changes_allowed for i in infos) or any(
+        widget_problem(sig) for sig in embedded[1:])
     problems = [f"{i.field} ({i.signer}): {i.problem}" if len(infos) > 1 else i.problem
                 for i in infos if i.problem]
     if evidence is not None and not evidence.ok:
         problems.append(f"embedded evidence: {evidence.summary}")
     signers_text = "; ".join(f"signed by {i.signer} at {_when(i.signed_at)}"
                              + (f" (timestamp {_when(i.timestamp)})" if i.timestamp else "")
-                             for i in infos)
+                             + f" as {i.party}" for i in infos)
     common = {"intact": intact, "trusted": trusted, "signer": newest.signer,
               "signed_at": newest.signed_at, "signatures": tuple(infos),
               "modified_after_signing": modified, "evidence": evidence}
@@ -496,22 +572,25 @@ def verify_pdf(
     data: bytes,
     *,
     roots: Sequence[asn1_x509.Certificate] | None = None,
-    extra_roots: Sequence[asn1_x509.Certificate] = (),
+    customer: CustomerTrust | CustomerResolver | None = None,
     tsa_roots: Sequence[asn1_x509.Certificate] | None = None,
     check_evidence: bool = True,
 ) -> VerificationResult:
-    """Check every signature of a report against ``roots`` (default: ``trust_roots()``) plus
-    ``extra_roots`` (e.g. a customer's certificate), each timestamp token against ``tsa_roots``
-    (default: ``SIGNING_TSA_TRUST_ROOTS``), and the embedded evidence against the embedded
-    summary. Never raises: every problem is in the result."""
+    """Check a report's signatures, each against its own party: the vendor's (the first)
+    against ``roots`` only (default: ``trust_roots()``); a countersignature in the field
+    ``CUSTOMER_SIGNATURE_FIELD`` after a genuine vendor signature against ``customer`` only
+    (its registered certificates, or a resolver given the vendor's signed revision), and only
+    when it is invisible and nothing else changed after the vendor's signature. Timestamp
+    tokens are checked against ``tsa_roots`` (default: ``SIGNING_TSA_TRUST_ROOTS``), the
+    embedded evidence against the embedded summary. Never raises: every problem is in the
+    result."""
     try:
         root_list = list(roots) if roots is not None else trust_roots()
         tsa_list = list(tsa_roots) if tsa_roots is not None else tsa_trust_roots()
     except SigningSetupError as e:
         return _not_valid(str(e))
-    root_list += list(extra_roots)
     try:
         with _quiet_pyhanko():
-            return _call_sync(_validate, data, root_list, tsa_list, check_evidence)
+            return _call_sync(_validate, data, root_list, tsa_list, check_evidence, customer)
     except Exception as e:  # a verifier answers; it does not crash on hostile input
         return _not_valid(f"signature cannot be checked: {type(e).__name__}: {e}")

@@ -2,7 +2,8 @@
 uploaded PDF (any logged-in user), an engagement's reports with their versions and sign-offs,
 and the actions on them: sign off (the vendor's project manager, a customer of the engagement's
 organisation), issue the final report (project managers), upload the customer's certificate and
-a countersigned copy (customers of the organisation, project managers).
+a countersigned copy (customers of the engagement's organisation only: the customer alone names
+the trust anchor of their signature and countersigns).
 
 Every view finds its object through ``engagements_for(user)`` (404 when not visible) before it
 checks the role (403)."""
@@ -30,7 +31,6 @@ from acceptance.permissions import Role, engagement_for, engagements_for, has_ro
 from reports import forms, services
 from reports.models import Report, SignOff
 from reports.pages import report_page
-from reports.signing import verify_pdf
 
 
 def _visible_reports(user):
@@ -136,15 +136,10 @@ def _report_verify(request, limit: SizeLimitHandler):
                   status=status)
 
 
-def _customer_roots_for(user) -> list:
-    roots = []
-    for engagement in engagements_for(user).filter(customer_certificates__isnull=False).distinct():
-        roots += services.customer_roots(engagement)
-    return roots
-
-
 def _verification(request, data: bytes, filename: str) -> dict:
-    result = verify_pdf(data, extra_roots=_customer_roots_for(request.user))
+    # Each signature against its own party only, as ``verify_report`` does: never the
+    # visitor's customer certificates for the vendor's signature.
+    result = services.report_verify(data=data)
     verdict, words = _result_words(result)
     sha256 = hashlib.sha256(data).hexdigest()
     known = (_visible_reports(request.user).select_related("decision__gate__engagement")
@@ -162,7 +157,7 @@ def _verification(request, data: bytes, filename: str) -> dict:
             if sig.signed_at else "—",
             "timestamp": date_format(sig.timestamp.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
             if sig.timestamp else "", "intact": _yes_no(sig.intact),
-            "trusted": _yes_no(sig.trusted),
+            "trusted": _yes_no(sig.trusted), "party": _party_words(sig.party),
             "coverage": _("the whole document") if sig.whole_file else sig.later_changes,
         } for sig in result.signatures],
         "modified": _yes_no(result.modified_after_signing),
@@ -170,6 +165,14 @@ def _verification(request, data: bytes, filename: str) -> dict:
         "evidence_ok": bool(result.evidence is not None and result.evidence.ok),
         "known": _known_text(known) if known else "",
     }
+
+
+def _party_words(party: str) -> str:
+    if party == "vendor":
+        return _("the vendor (this service)")
+    if party.startswith("customer "):
+        return _("the customer %(org)s") % {"org": party.removeprefix("customer ")}
+    return _("untrusted")
 
 
 def _known_text(report: Report) -> str:
@@ -251,8 +254,9 @@ def report_final(request, name: str):
 
 
 def _may_countersign(user, engagement) -> bool:
-    return (has_role(user, Role.PROJECT_MANAGER)
-            or services.signoff_party(user, engagement) == SignOff.Party.CUSTOMER)
+    # Only the customer: whoever registers the anchor and uploads the copy could otherwise
+    # forge "the customer's" countersignature.
+    return services.signoff_party(user, engagement) == SignOff.Party.CUSTOMER
 
 
 @login_required
@@ -261,8 +265,8 @@ def report_certificate(request, name: str):
     """Register the customer's public certificate as the trust anchor of their signatures."""
     engagement = engagement_for(request.user, name)
     if not _may_countersign(request.user, engagement):
-        raise PermissionDenied("only the customer of this engagement or a project manager may "
-                               "register the customer's certificate")
+        raise PermissionDenied("only the customer of this engagement may register the "
+                               "customer's certificate")
     form = forms.CertificateForm(request.POST, request.FILES)
     if form.is_valid():
         try:
@@ -284,8 +288,8 @@ def report_countersigned(request, report_id: int):
     """Store the customer's countersigned copy of the latest version as a new version."""
     report = _visible_report(request.user, report_id)
     if not _may_countersign(request.user, report.engagement):
-        raise PermissionDenied("only the customer of this engagement or a project manager may "
-                               "upload a countersigned report")
+        raise PermissionDenied("only the customer of this engagement may upload a "
+                               "countersigned report")
     form = forms.CountersignedForm(request.POST, request.FILES)
     if form.is_valid():
         try:

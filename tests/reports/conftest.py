@@ -79,8 +79,18 @@ def customer_signer(customer_dir: Path):
 
 
 @pytest.fixture(scope="session")
-def customer_roots(customer_dir: Path):
-    return trust_roots(signing_dir=customer_dir)
+def customer_cert_pem(customer_signer) -> bytes:
+    """The customer's public signing certificate (a leaf, not their CA): what they register."""
+    from asn1crypto import pem
+
+    return pem.armor("CERTIFICATE", customer_signer.signing_cert.dump())
+
+
+@pytest.fixture(scope="session")
+def customer_trust(customer_signer):
+    from reports.signing import CustomerTrust
+
+    return CustomerTrust("ACME", (customer_signer.signing_cert,))
 
 
 @pytest.fixture(scope="session")

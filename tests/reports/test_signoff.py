@@ -109,10 +109,10 @@ def test_only_the_pm_and_the_engagements_customer_may_sign_off(g1_report, people
 # --- the customer's certificate and countersigned copies ---------------------------------------
 
 
-def test_a_countersigned_copy_becomes_a_new_version(g1_report, people, customer_dir,
+def test_a_countersigned_copy_becomes_a_new_version(g1_report, people, customer_cert_pem,
                                                     customer_signer):
     customer_certificate_add(engagement=g1_report.engagement,
-                             pem=(customer_dir / "ca.pem").read_bytes(), uploaded_by="cora")
+                             pem=customer_cert_pem, uploaded_by="cora")
     ours = Path(g1_report.path).read_bytes()
     theirs = sign_pdf(ours, signer=customer_signer, field_name=CUSTOMER_SIGNATURE_FIELD,
                       timestamper=None)
@@ -123,10 +123,10 @@ def test_a_countersigned_copy_becomes_a_new_version(g1_report, people, customer_
     assert new.reason.startswith("countersigned by the customer")
 
 
-def test_a_countersigned_copy_must_extend_our_exact_file(g1_report, customer_dir,
+def test_a_countersigned_copy_must_extend_our_exact_file(g1_report, customer_cert_pem,
                                                          customer_signer, signer):
     customer_certificate_add(engagement=g1_report.engagement,
-                             pem=(customer_dir / "ca.pem").read_bytes(), uploaded_by="cora")
+                             pem=customer_cert_pem, uploaded_by="cora")
     ours = bytearray(Path(g1_report.path).read_bytes())
     ours[len(ours) // 3] ^= 0x01
     theirs = sign_pdf(bytes(ours), signer=customer_signer,
@@ -138,11 +138,14 @@ def test_a_countersigned_copy_must_extend_our_exact_file(g1_report, customer_dir
 
 def test_a_countersignature_by_an_unregistered_key_is_refused(g1_report, customer_signer,
                                                               tmp_path):
-    from reports.signing import ensure_dev_signer
+    from asn1crypto import pem
+
+    from reports.signing import ensure_dev_signer, load_signer
 
     ensure_dev_signer(tmp_path / "someone")
+    someone = load_signer(signing_dir=tmp_path / "someone").signing_cert
     customer_certificate_add(engagement=g1_report.engagement,
-                             pem=(tmp_path / "someone" / "ca.pem").read_bytes(), uploaded_by="x")
+                             pem=pem.armor("CERTIFICATE", someone.dump()), uploaded_by="x")
     theirs = sign_pdf(Path(g1_report.path).read_bytes(), signer=customer_signer,
                       field_name=CUSTOMER_SIGNATURE_FIELD, timestamper=None)
     with pytest.raises(ReportRefused, match="does not validate.*not trusted"):
@@ -201,10 +204,10 @@ def test_the_pages_sign_off_log_downloads_and_show_the_log_to_the_pm(client, g1_
     assert Report.objects.filter(engagement=g1_report.engagement).count() == 2
 
 
-def test_the_verify_page_lists_each_signature(client, g1_report, people, customer_dir,
+def test_the_verify_page_lists_each_signature(client, g1_report, people, customer_cert_pem,
                                               customer_signer):
     customer_certificate_add(engagement=g1_report.engagement,
-                             pem=(customer_dir / "ca.pem").read_bytes(), uploaded_by="cora")
+                             pem=customer_cert_pem, uploaded_by="cora")
     theirs = sign_pdf(Path(g1_report.path).read_bytes(), signer=customer_signer,
                       field_name=CUSTOMER_SIGNATURE_FIELD, timestamper=None)
     client.force_login(people["customer"])
@@ -263,10 +266,10 @@ def test_the_api_signs_off_lists_versions_and_logs_downloads(g1_report, people):
 
 
 def test_the_api_accepts_a_countersigned_copy_and_refuses_a_forged_one(g1_report, people,
-                                                                      customer_dir,
+                                                                      customer_cert_pem,
                                                                       customer_signer):
     customer_certificate_add(engagement=g1_report.engagement,
-                             pem=(customer_dir / "ca.pem").read_bytes(), uploaded_by="cora")
+                             pem=customer_cert_pem, uploaded_by="cora")
     ours = Path(g1_report.path).read_bytes()
     url = f"/api/reports/{g1_report.id}/countersigned/"
     forged = io.BytesIO(ours + b"\n% not a signature\n")

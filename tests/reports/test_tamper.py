@@ -16,7 +16,7 @@ from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pypdf import PdfReader, PdfWriter
 
 from reports.evidence import SUMMARY_NAME, evidence_check
-from reports.signing import DEV_SIGNER_NAME, verify_pdf
+from reports.signing import DEV_SIGNER_NAME, sign_pdf, verify_pdf
 from tests.reports.samples import g1_stopped
 
 
@@ -160,8 +160,8 @@ def test_it_reports_bytes_appended_after_the_signed_file(signed_g1_pdf, roots):
 
 
 def test_a_customer_countersignature_keeps_ours_valid(countersigned_g1_pdf, roots,
-                                                      customer_roots):
-    result = verify_pdf(countersigned_g1_pdf, roots=roots, extra_roots=customer_roots)
+                                                      customer_trust):
+    result = verify_pdf(countersigned_g1_pdf, roots=roots, customer=customer_trust)
     assert result.valid, result.summary
     ours, theirs = result.signatures
     assert (ours.field, ours.signer, ours.intact, ours.trusted) == (
@@ -181,8 +181,13 @@ def test_a_countersignature_from_an_unknown_key_is_not_trusted(countersigned_g1_
     assert "CustomerSignature" in result.summary and "not trusted" in result.summary
 
 
-def test_the_countersign_command_writes_a_new_file(signed_g1_pdf, customer_dir, tmp_path, roots,
-                                                   customer_roots, monkeypatch):
+def test_the_countersign_command_writes_a_new_file(db, g1_pdf, signer, customer_dir, tmp_path,
+                                                   roots, customer_trust, customer_cert_pem,
+                                                   monkeypatch):
+    # db: verify_report looks the report's engagement up for its customer certificates. A
+    # fresh signature, not the session's: pytest-django runs db tests first, and
+    # test_it_verifies_a_signed_report wants the session's signature made just before it.
+    signed_g1_pdf = sign_pdf(g1_pdf, signer=signer)
     source = tmp_path / "signed.pdf"
     source.write_bytes(signed_g1_pdf)
     out_path = tmp_path / "countersigned.pdf"
@@ -193,9 +198,11 @@ def test_the_countersign_command_writes_a_new_file(signed_g1_pdf, customer_dir, 
     assert out.getvalue().strip() == f"countersigned: {out_path}"
     data = out_path.read_bytes()
     assert data.startswith(signed_g1_pdf)
-    assert verify_pdf(data, roots=roots, extra_roots=customer_roots).valid
+    assert verify_pdf(data, roots=roots, customer=customer_trust).valid
+    leaf = tmp_path / "customer-cert.pem"
+    leaf.write_bytes(customer_cert_pem)
     code, text = _verify_command(out_path, "--trust-root", str(Path(roots_path(roots, tmp_path))),
-                                 "--customer-cert", str(customer_dir / "ca.pem"))
+                                 "--customer-cert", str(leaf))
     assert code == 0, text
     assert "signature 2: field CustomerSignature" in text
 

@@ -44,8 +44,9 @@ URLS = [
     Url("report-signoff", "post", ("pm", "customer_a"), forbidden=("engineer",),
         data={"comment": "approved"}),
     Url("report-final", "post", ("pm",), forbidden=("engineer", "customer_a")),
-    Url("report-certificate", "post", ("pm", "customer_a"), forbidden=("engineer",)),
-    Url("report-countersigned", "post", ("pm", "customer_a"), forbidden=("engineer",)),
+    # only the customer names its trust anchor and countersigns (issue 13, item 3)
+    Url("report-certificate", "post", ("customer_a",), forbidden=("pm", "engineer")),
+    Url("report-countersigned", "post", ("customer_a",), forbidden=("pm", "engineer")),
 ]
 BY_NAME = {u.name: u for u in URLS}
 

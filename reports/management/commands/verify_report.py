@@ -1,7 +1,10 @@
 """``manage.py verify_report FILE``: are a report's signatures intact and trusted, who signed
 it and when, was it modified after signing, does its embedded evidence match its summary?
 Exit 0 if valid, else 1. The first line is ``valid: …`` or ``NOT valid: …``; one line per
-signature and one for the evidence follow."""
+signature (with the party it chains to: vendor, customer ORG or untrusted) and one for the
+evidence follow. Same answer as the verify page (``reports.services.report_verify``): the
+vendor's signature against the vendor's roots only, the customer field against the customer
+certificates of the report's engagement (and ``--customer-cert``) only."""
 
 from __future__ import annotations
 
@@ -11,13 +14,8 @@ from typing import NoReturn
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from reports.signing import (
-    SigningSetupError,
-    VerificationResult,
-    trust_roots,
-    tsa_trust_roots,
-    verify_pdf,
-)
+from reports.services import report_verify
+from reports.signing import SigningSetupError, VerificationResult, trust_roots, tsa_trust_roots
 
 
 def _when(value) -> str:
@@ -28,7 +26,7 @@ def detail_lines(result: VerificationResult) -> list[str]:
     """One line per signature, then the evidence and modification lines."""
     lines = []
     for n, sig in enumerate(result.signatures, start=1):
-        parts = [f"signature {n}: field {sig.field}, signed by {sig.signer} at "
+        parts = [f"signature {n}: field {sig.field}, {sig.party}, signed by {sig.signer} at "
                  f"{_when(sig.signed_at)}"]
         if sig.timestamp:
             parts.append(f"timestamp {_when(sig.timestamp)} "
@@ -59,7 +57,8 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--customer-cert", action="append", dest="customer_certs", metavar="PEM", default=[],
-            help="also trust this certificate (a customer's countersigning certificate)")
+            help="also accept this certificate (a customer's signing certificate, not a CA) for "
+                 "the customer's countersignature field only")
         parser.add_argument(
             "--tsa-root", action="append", dest="tsa_roots", metavar="PEM",
             help="timestamp authority root (repeatable); default: SIGNING_TSA_TRUST_ROOTS")
@@ -77,7 +76,8 @@ class Command(BaseCommand):
             tsa = tsa_trust_roots(paths=options["tsa_roots"])  # type: ignore[arg-type]
         except SigningSetupError as e:
             self._fail(str(e))
-        result = verify_pdf(data, roots=roots, extra_roots=extra, tsa_roots=tsa)
+        result = report_verify(data=data, roots=roots, tsa_roots=tsa,
+                               customer_certificates=extra)
         if not result.valid:
             self._fail(result.summary, detail_lines(result))
         self.stdout.write(f"valid: {result.summary}")
