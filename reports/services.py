@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from datetime import UTC
 from pathlib import Path
 
@@ -235,9 +236,12 @@ def _file_name(engagement: Engagement, kind: str, about: Decision | None, versio
 
 def _write_new(engagement: Engagement, name: str, data: bytes) -> Path:
     directory = Path(settings.REPORTS_DIR) / engagement.name
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = directory / name
-    with open(path, "xb") as handle:  # never overwrite a signed report
+    # 0600 from the start (a customer's report is not for other local users); O_EXCL: never
+    # overwrite a signed report.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     return path
 
