@@ -124,9 +124,11 @@ def lab_plan(plan: dict, figures: dict) -> dict:
         if fault["kind"] == "drive_out":
             fault.update({"start_s": round(duration * 0.25, 3),
                           "duration_s": round(duration * 0.15, 3),
-                          "inject": ["soak-array", "drive", "out", "{drive}"],
-                          "heal": ["soak-array", "drive", "in", "{drive}"],
-                          "status": ["soak-array", "drive", "status"]})
+                          # the stand-in's command, allowed for lab engagements only
+                          # (settings SOAK_LAB_VENDOR_COMMANDS)
+                          "command": "lab-array-drive", "args": {}})
+            for legacy in ("inject", "heal", "status"):
+                fault.pop(legacy, None)
         else:
             fault.update({"start_s": round(duration * 0.60, 3),
                           "duration_s": round(duration * 0.15, 3),

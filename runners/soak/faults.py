@@ -26,7 +26,7 @@ from runners.soak.collection import gap_open
 from runners.soak.events import event_record
 from runners.soak.models import FaultTarget, FaultWindow, Soak
 from runners.soak.nodes import NodePool, node_time
-from runners.soak.plan import SoakRefused, real_s
+from runners.soak.plan import SoakPlanError, SoakRefused, real_s, vendor_argv
 from runners.transport import TransportError
 
 # --- targets -----------------------------------------------------------------------------
@@ -89,10 +89,23 @@ def fault_context(node: Node) -> commands.FaultContext:
                                  expected_drives=array.expected_drive_count if array else 0)
 
 
+def fault_resolved(fault: dict, *, lab: bool) -> dict:
+    """The plan entry with the argv it runs: a drive fault's allowed vendor command (the
+    settings' allow-list, checked again now) as ``inject`` / ``heal`` / ``status``.
+    SoakRefused naming the field when the command is not (or no longer) allowed."""
+    if fault.get("kind") != "drive_out":
+        return fault
+    try:
+        return {**fault, **vendor_argv(fault, lab=lab, where=f"fault {fault.get('name')}")}
+    except SoakPlanError as error:
+        raise SoakRefused(str(error)) from None
+
+
 def fault_target_of(gate: Gate, fault: dict, node: Node) -> FaultTarget:
     """The confirmed target of a planned fault on ``node``; SoakRefused when the fault cannot
     run there, its target was not marked, or a drive fault would hit a RAID0 array."""
     kind = commands.fault_kind(fault["kind"])
+    fault = fault_resolved(fault, lab=gate.engagement.is_lab)
     if node.role != kind.role:
         raise SoakRefused(f"fault {fault['name']} ({fault['kind']}) must run on a node of role "
                           f"{kind.role}; {node.name} is {node.role}")
@@ -130,12 +143,27 @@ def soak_loaded_s(soak: Soak) -> float:
 
 
 def _plan_fault(soak: Soak, fault: FaultWindow) -> dict:
-    return next(f for f in soak.plan["faults"] if f["name"] == fault.name)
+    """The plan entry of ``fault`` with its commands; once armed, the heal is the one armed
+    (so a heal never depends on the allow-list staying as it was)."""
+    plan_fault = next(f for f in soak.plan["faults"] if f["name"] == fault.name)
+    if fault.kind != "drive_out":
+        return plan_fault
+    try:
+        return fault_resolved(plan_fault, lab=soak.gate_run.gate.engagement.is_lab)
+    except SoakRefused:
+        if not fault.heal_command:
+            raise
+        return {**plan_fault, "heal": shlex.split(fault.heal_command), "status": None,
+                "inject": shlex.split(fault.inject_command or fault.heal_command)}
 
 
 def fault_inject(soak: Soak, fault: FaultWindow, nodes: NodePool, length_s: float) -> None:
-    """Safety checks, heal armed and verified on the node, then the fault (RUNBOOK §5.3)."""
-    plan_fault = _plan_fault(soak, fault)
+    """Safety checks, heal armed and verified on the node, then the fault (RUNBOOK §5.3).
+    Refused, nothing run on the node, when its command is not (or no longer) allowed."""
+    try:
+        plan_fault = _plan_fault(soak, fault)
+    except SoakRefused as error:
+        return fault_end(soak, fault, FaultWindow.State.REFUSED, str(error))
     kind = commands.fault_kind(fault.kind)
     node = fault.node
     ctx = fault_context(node)
@@ -184,6 +212,13 @@ def fault_inject(soak: Soak, fault: FaultWindow, nodes: NodePool, length_s: floa
     fault.injected_at = node_time(_last_float(said)) or timezone.now()
     fault.state = FaultWindow.State.INJECTED
     fault.save(update_fields=["injected_at", "state"])
+    if fault.kind == "drive_out":
+        healthy, found = _verify_healed(soak, fault, nodes)
+        if healthy:  # exit 0 is no proof: the status must show the drive out
+            fault_heal_now(soak, fault, nodes, "the inject did not take the drive out")
+            return fault_end(soak, fault, FaultWindow.State.FAILED,
+                             f"inject exited 0 but the status does not show drive "
+                             f"{fault.target.get('drive')} out: {found}")
     event_record(soak, "fault injected", f"{fault.name}: `{fault.inject_command}` on "
                  f"{node.name}", fault=fault)
 
