@@ -28,7 +28,7 @@ from django.utils import timezone
 from acceptance.models import AuditEntry, Engagement
 from runners.lab import netns
 from runners.lab.server import LabError, LabServer, free_port
-from runners.soak.faults import fault_target_mark
+from runners.soak.faults import fault_confirmation_of, fault_target_mark
 
 LAB_ACTOR = "lab set-up (automatic)"
 ARRAY_PORT_FILE = "array-state.json"
@@ -157,9 +157,9 @@ def adapt(engagement: Engagement, figures: dict) -> dict:
     for fault in adapted.get("faults", []):
         if fault["kind"] == "drive_out":
             drive = str(fault["target"]["drive"])
+            words = fault_confirmation_of(array, "drive_out", drive)["words"]
             fault_target_mark(node=array, kind="drive_out", target=drive, actor=LAB_ACTOR,
-                              confirmation=f"lab: allow drive_out of drive {drive} on "
-                                           f"{array.name} (the stand-in array)")
+                              confirmation=f"lab: {words} (the stand-in array)")
     AuditEntry.objects.create(
         engagement=engagement, actor=LAB_ACTOR, action="lab soak prepared",
         reason=f"G4 soak plan compressed ×{adapted['time_compression']:g} to "

@@ -154,3 +154,43 @@ def test_the_lab_stand_in_is_allowed_for_lab_engagements_only(db):
         plan_validate(plan, lab=False)
     with pytest.raises(SoakRefused):
         faults.fault_resolved(drive_fault(plan), lab=False)
+
+
+def test_the_confirmation_stores_argv_and_sha256_and_a_plan_edit_voids_it(gate):
+    from acceptance.models import AuditEntry
+    from runners.soak.plan import argv_sha256, plan_sha256
+
+    array = gate.engagement.nodes.get(role="array")
+    bound = faults.fault_confirmation_of(array, "drive_out", "7")
+    assert bound["argv"]["inject"] == ["/opt/fx/bin/fxcli", "drive", "7", "offline"]
+    with pytest.raises(ValueError, match="/opt/fx/bin/fxcli drive 7 offline"):
+        faults.fault_target_mark(node=array, kind="drive_out", target="7", actor="eng-erin",
+                                 confirmation="allow drive_out of 7 on lab-array")
+    marked = faults.fault_target_mark(node=array, kind="drive_out", target="7",
+                                      actor="eng-erin", confirmation=bound["words"])
+    assert marked.argv == bound["argv"] and marked.argv_sha256 == argv_sha256(bound["argv"])
+    assert marked.plan_sha256 == plan_sha256(gate.probe_plan[0]["soak"])
+    audit = AuditEntry.objects.get(action="fault target confirmed", details__target="7")
+    assert audit.details["argv_sha256"] == marked.argv_sha256
+    plan = copy.deepcopy(gate.probe_plan[0]["soak"])
+    drive_fault(plan)["target"]["drive"] = 7
+    drive_fault(plan)["duration_s"] = drive_fault(plan)["duration_s"] + 1
+    soak_plan_edit(gate=gate, actor="pm-paula", reason="longer", plan=plan)
+    gate.refresh_from_db()
+    fault = drive_fault(gate.probe_plan[0]["soak"])
+    with pytest.raises(SoakRefused, match="void: the plan changed"):
+        faults.fault_target_of(gate, fault, array)
+    faults.fault_target_mark(node=array, kind="drive_out", target="7", actor="eng-erin",
+                             confirmation=faults.fault_confirmation_of(array, "drive_out",
+                                                                       "7")["words"])
+    assert faults.fault_target_of(gate, fault, array).argv_sha256 == marked.argv_sha256
+
+
+def test_a_fault_whose_confirmation_is_void_is_refused_before_injection_running_nothing(db):
+    soak = recorded_soak(windows=1)  # its targets predate argv confirmations
+    fault = soak.faults.get(kind="drive_out")
+    FaultWindow.objects.filter(id=fault.id).update(state=FaultWindow.State.PLANNED)
+    fault.refresh_from_db()
+    faults.fault_inject(soak, fault, NoNode(), 3.0)
+    fault.refresh_from_db()
+    assert fault.state == FaultWindow.State.REFUSED and "void" in fault.error
