@@ -205,6 +205,8 @@ def test_marking_a_fault_target_needs_a_confirmation_naming_node_and_target(peop
     assert marked.argv_sha256 == sha and marked.plan_sha256 == plan_sha256(plan_of_gate())
     html = people.engineer.client.get(reverse("soak-plan", args=["acme-soak", "G4"])).content
     assert f"allow drive_out of 7 on lab-array sha256 {sha[:12]}".encode() in html
+    assert b'id="to-confirm"' in html and b"inject: soak-array drive out 7" in html
+    assert f"sha256 <code>{sha}</code>".encode() in html
 
 
 def test_starting_while_a_soak_runs_is_refused_and_creates_nothing(people):
