@@ -146,6 +146,29 @@ SSH_CONNECT_TIMEOUT = env.float("SSH_CONNECT_TIMEOUT", default=10.0)
 # Connection set-up refused or timed out is tried again this many times (back-off 1 s, 2 s, 4 s).
 SSH_CONNECT_RETRIES = env.int("SSH_CONNECT_RETRIES", default=3)
 
+# --- G4 soak allow-list (issue 13 item 4): the only commands a soak plan may run ----------
+# Operations, not the plan, decide which vendor drive commands and vLLM executables run on a
+# customer node. SOAK_VENDOR_COMMANDS is JSON, from the environment or the JSON file named by
+# SOAK_VENDOR_COMMANDS_FILE: {"KEY": {"inject": [argv], "heal": [argv], "status": [argv],
+# "params": {"drive": "int 0..23"}}}; "{drive}" (a whole argv element) is the fault's target
+# drive, other "{name}" elements come from the fault's "args". runners.soak.plan checks every
+# entry on use (absolute path or bare name; shells and interpreters refused).
+import json as _json  # noqa: E402 (this block only)
+
+_soak_file = env.str("SOAK_VENDOR_COMMANDS_FILE", default="")
+SOAK_VENDOR_COMMANDS = (_json.loads(Path(_soak_file).read_text()) if _soak_file
+                        else env.json("SOAK_VENDOR_COMMANDS", default={}))
+SOAK_VLLM_EXECUTABLES = env.list("SOAK_VLLM_EXECUTABLES", default=["vllm"])
+# The lab's stand-ins (runners/lab/standins), allowed for lab engagements only.
+SOAK_LAB_VENDOR_COMMANDS = {
+    "lab-array-drive": {"inject": ["soak-array", "drive", "out", "{drive}"],
+                        "heal": ["soak-array", "drive", "in", "{drive}"],
+                        "status": ["soak-array", "drive", "status"],
+                        "params": {"drive": "int 0..23"}},
+}
+SOAK_LAB_VLLM_EXECUTABLES = ["soak-vllm"]
+# --- end of the G4 soak allow-list -------------------------------------------------------
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

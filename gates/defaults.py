@@ -114,11 +114,12 @@ G4_SOAK_PLAN = {
                     "prompts": SOAK_PROMPTS},
     "steady_state": {"baseline_windows": 4, "before_s": 1800, "after_s": 1800},
     # DOMAIN.md G4: one drive out, one link down; RUNBOOK §5.3: heal well inside ctrl_loss_tmo
-    # (600 s). The drive fault needs the array vendor's command (RUNBOOK §8: unverified), so
-    # it is null until an engineer enters it; a soak refuses to start without it.
+    # (600 s). The drive fault needs the array vendor's command (RUNBOOK §8: unverified):
+    # operations allow it in settings SOAK_VENDOR_COMMANDS and the plan names it by key in
+    # "command"; null until then, and a soak refuses to start without it.
     "faults": [
         {"name": "drive-out", "kind": "drive_out", "node": "array", "start_s": 24 * 3600,
-         "duration_s": 300, "target": {"drive": 7}, "inject": None, "heal": None},
+         "duration_s": 300, "target": {"drive": 7}, "command": None},
         {"name": "link-down", "kind": "link_down", "node": "inference", "start_s": 48 * 3600,
          "duration_s": 300, "target": {}},
     ],

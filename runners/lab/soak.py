@@ -28,7 +28,7 @@ from django.utils import timezone
 from acceptance.models import AuditEntry, Engagement
 from runners.lab import netns
 from runners.lab.server import LabError, LabServer, free_port
-from runners.soak.faults import fault_target_mark
+from runners.soak.faults import fault_confirmation_of, fault_target_mark
 
 LAB_ACTOR = "lab set-up (automatic)"
 ARRAY_PORT_FILE = "array-state.json"
@@ -124,9 +124,11 @@ def lab_plan(plan: dict, figures: dict) -> dict:
         if fault["kind"] == "drive_out":
             fault.update({"start_s": round(duration * 0.25, 3),
                           "duration_s": round(duration * 0.15, 3),
-                          "inject": ["soak-array", "drive", "out", "{drive}"],
-                          "heal": ["soak-array", "drive", "in", "{drive}"],
-                          "status": ["soak-array", "drive", "status"]})
+                          # the stand-in's command, allowed for lab engagements only
+                          # (settings SOAK_LAB_VENDOR_COMMANDS)
+                          "command": "lab-array-drive", "args": {}})
+            for legacy in ("inject", "heal", "status"):
+                fault.pop(legacy, None)
         else:
             fault.update({"start_s": round(duration * 0.60, 3),
                           "duration_s": round(duration * 0.15, 3),
@@ -155,9 +157,9 @@ def adapt(engagement: Engagement, figures: dict) -> dict:
     for fault in adapted.get("faults", []):
         if fault["kind"] == "drive_out":
             drive = str(fault["target"]["drive"])
+            words = fault_confirmation_of(array, "drive_out", drive)["words"]
             fault_target_mark(node=array, kind="drive_out", target=drive, actor=LAB_ACTOR,
-                              confirmation=f"lab: allow drive_out of drive {drive} on "
-                                           f"{array.name} (the stand-in array)")
+                              confirmation=f"lab: {words} (the stand-in array)")
     AuditEntry.objects.create(
         engagement=engagement, actor=LAB_ACTOR, action="lab soak prepared",
         reason=f"G4 soak plan compressed ×{adapted['time_compression']:g} to "

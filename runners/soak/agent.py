@@ -25,7 +25,7 @@ from runners.soak.collection import soak_run_record
 from runners.soak.events import event_record
 from runners.soak.models import Soak, SoakAgent
 from runners.soak.nodes import NodePool, node_time
-from runners.soak.plan import real_s, windows_planned
+from runners.soak.plan import SoakPlanError, real_s, vllm_check, windows_planned
 
 AGENT_VERSION = "1"  # of the agent's record format, in every soak run's tool version
 
@@ -104,6 +104,10 @@ def soak_agents_start(*, soak: Soak, nodes: NodePool) -> None:
     """Tool version, known-good answers, then every agent started detached; the soak is then
     running. AgentStartFailed (or TransportError) when a node could not be started."""
     plan = soak.plan
+    try:  # again at run time: the plan may predate the allow-list, or the list changed
+        vllm_check(plan["load"].get("vllm"), lab=soak.gate_run.gate.engagement.is_lab)
+    except SoakPlanError as error:
+        raise AgentStartFailed(f"nothing run on the nodes: {error}") from None
     first_start = None
     for agent in soak.agents.select_related("node__credential"):
         node = agent.node

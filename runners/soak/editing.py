@@ -81,7 +81,7 @@ def soak_plan_edit(*, gate: Gate, actor: str, reason: str, plan: dict) -> dict:
     except SoakPlanError:
         old = next(s.get("soak") for s in gate.probe_plan if s.get("expand") == "soak")
     try:
-        new = plan_validate(plan)
+        new = plan_validate(plan, lab=gate.engagement.is_lab)
     except SoakPlanError as error:
         raise PlanEditRefused(_plan_field(str(error)), str(error)) from None
     changed = _changed_paths(old, new)

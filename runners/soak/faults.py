@@ -26,22 +26,74 @@ from runners.soak.collection import gap_open
 from runners.soak.events import event_record
 from runners.soak.models import FaultTarget, FaultWindow, Soak
 from runners.soak.nodes import NodePool, node_time
-from runners.soak.plan import SoakRefused, real_s
+from runners.soak.plan import (
+    SoakPlanError,
+    SoakRefused,
+    argv_sha256,
+    plan_sha256,
+    real_s,
+    soak_plan_of,
+    vendor_argv,
+)
 from runners.transport import TransportError
 
 # --- targets -----------------------------------------------------------------------------
+
+
+def fault_argv(fault: dict, node: Node) -> dict[str, list[str]]:
+    """The exact commands a (resolved) plan fault runs on ``node``: inject, heal, status."""
+    kind, ctx = commands.fault_kind(fault["kind"]), fault_context(node)
+    try:
+        state = kind.state_command(fault, ctx)
+        return {"inject": kind.inject_argv(fault, ctx), "heal": kind.heal_argv(fault, ctx),
+                "status": shlex.split(state) if state else []}
+    except commands.FaultKindError as error:
+        raise SoakRefused(str(error)) from None
+
+
+def fault_confirmation_of(node: Node, kind: str, target: str) -> dict:
+    """What a confirmation of ``kind`` of ``target`` on ``node`` binds: the exact argv, its
+    sha256 and the sha256 of the soak plan now (a plan edit voids it). ValueError when the
+    engagement has no valid soak plan or, for a drive, no fault of the plan takes that drive
+    out on that node (the command comes from the plan's allowed vendor command)."""
+    gate = next((g for g in node.engagement.gates.all() if g.is_soak), None)
+    if gate is None:
+        raise ValueError(f"engagement {node.engagement.name} has no soak gate")
+    try:
+        plan = soak_plan_of(gate)
+        if kind == "drive_out":
+            found = [fault_argv(fault_resolved(f, lab=node.engagement.is_lab), node)
+                     for f in plan["faults"] if f["kind"] == "drive_out"
+                     and str(f["target"]["drive"]) == target and fault_node(gate, f) == node]
+            if not found:
+                raise ValueError(f"no drive fault of the soak plan takes drive {target} out on "
+                                 f"{node.name}: a confirmation binds the plan's command")
+            if len({argv_sha256(a) for a in found}) > 1:
+                raise ValueError(f"faults of the plan take drive {target} out on {node.name} "
+                                 f"with different commands; one command per target")
+            argv = found[0]
+        else:
+            netns, _, interface = target.rpartition("/")
+            argv = fault_argv({"name": "confirm", "kind": kind, "target": {
+                "interface": interface, "netns": netns or None}}, node)
+    except (SoakRefused, SoakPlanError) as error:
+        raise ValueError(str(error)) from None
+    return {"argv": argv, "argv_sha256": argv_sha256(argv), "plan_sha256": plan_sha256(plan),
+            "words": f"allow {kind} of {target} on {node.name} sha256 "
+                     f"{argv_sha256(argv)[:12]}"}
 
 
 @transaction.atomic
 def fault_target_mark(*, node: Node, kind: str, target: str, actor: str,
                       confirmation: str) -> FaultTarget:
     """Mark ``target`` on ``node`` as allowed for fault injection of ``kind``, recording who
-    confirmed, when and with which words (also in the audit trail).
+    confirmed, when, with which words, the exact argv it runs, its sha256 and the plan's sha256
+    (also in the audit trail). A later plan edit voids it (``fault_target_of``).
 
     ``target``: the interface (``IF`` or ``NETNS/IF``) for link_down, the drive index for
     drive_out. ValueError, nothing stored, when the kind is unknown, the node has the wrong
-    role, the target is malformed, or the confirmation does not name the node and target
-    (``confirmation`` must contain both, so a person typed what they allow).
+    role, the target is malformed, or the confirmation does not name the node and target (and,
+    for a drive, the first 12 hex digits of the commands' sha256: a person saw the command).
     """
     kind_cls = commands.FAULT_KINDS.get(kind)
     if kind_cls is None:
@@ -59,14 +111,38 @@ def fault_target_mark(*, node: Node, kind: str, target: str, actor: str,
     if not confirmation or node.name not in confirmation or target not in confirmation:
         raise ValueError(f"the confirmation must name the node ({node.name}) and the target "
                          f"({target}) it allows")
+    bound = fault_confirmation_of(node, kind, target)
+    if kind == "drive_out" and bound["argv_sha256"][:12] not in confirmation:
+        shown = "; ".join(f"{k} `{shlex.join(v)}`" for k, v in bound["argv"].items() if v)
+        raise ValueError(f"the confirmation must name the commands' sha256 too — {shown}; "
+                         f"sha256 {bound['argv_sha256']}: type '{bound['words']}'")
     row, _ = FaultTarget.objects.update_or_create(
         node=node, kind=kind, target=target,
         defaults={"engagement": node.engagement, "confirmed_by": actor,
-                  "confirmed_at": timezone.now(), "confirmation": confirmation.strip()})
+                  "confirmed_at": timezone.now(), "confirmation": confirmation.strip(),
+                  "argv": bound["argv"], "argv_sha256": bound["argv_sha256"],
+                  "plan_sha256": bound["plan_sha256"]})
     AuditEntry.objects.create(engagement=node.engagement, actor=actor,
                               action="fault target confirmed", reason=confirmation.strip(),
-                              details={"node": node.name, "kind": kind, "target": target})
+                              details={"node": node.name, "kind": kind, "target": target,
+                                       "argv": bound["argv"],
+                                       "argv_sha256": bound["argv_sha256"],
+                                       "plan_sha256": bound["plan_sha256"]})
     return row
+
+
+def confirmation_void(marked: FaultTarget, argv: dict, plan_sha: str) -> str:
+    """Why ``marked`` no longer covers ``argv`` under the plan ``plan_sha`` ('' when it does)."""
+    if marked.plan_sha256 != plan_sha:
+        return (f"the confirmation of {marked.kind} of {marked.target} on {marked.node.name} is "
+                f"void: the plan changed after it (confirmed for plan "
+                f"{marked.plan_sha256[:12] or 'none'}…, now {plan_sha[:12]}…); re-confirm")
+    if marked.argv_sha256 != argv_sha256(argv):
+        return (f"the confirmation of {marked.kind} of {marked.target} on {marked.node.name} is "
+                f"void: the commands are not the ones confirmed (sha256 "
+                f"{marked.argv_sha256[:12] or 'none'}…, now {argv_sha256(argv)[:12]}…); "
+                f"re-confirm")
+    return ""
 
 
 def fault_node(gate: Gate, fault: dict) -> Node:
@@ -89,10 +165,23 @@ def fault_context(node: Node) -> commands.FaultContext:
                                  expected_drives=array.expected_drive_count if array else 0)
 
 
+def fault_resolved(fault: dict, *, lab: bool) -> dict:
+    """The plan entry with the argv it runs: a drive fault's allowed vendor command (the
+    settings' allow-list, checked again now) as ``inject`` / ``heal`` / ``status``.
+    SoakRefused naming the field when the command is not (or no longer) allowed."""
+    if fault.get("kind") != "drive_out":
+        return fault
+    try:
+        return {**fault, **vendor_argv(fault, lab=lab, where=f"fault {fault.get('name')}")}
+    except SoakPlanError as error:
+        raise SoakRefused(str(error)) from None
+
+
 def fault_target_of(gate: Gate, fault: dict, node: Node) -> FaultTarget:
     """The confirmed target of a planned fault on ``node``; SoakRefused when the fault cannot
     run there, its target was not marked, or a drive fault would hit a RAID0 array."""
     kind = commands.fault_kind(fault["kind"])
+    fault = fault_resolved(fault, lab=gate.engagement.is_lab)
     if node.role != kind.role:
         raise SoakRefused(f"fault {fault['name']} ({fault['kind']}) must run on a node of role "
                           f"{kind.role}; {node.name} is {node.role}")
@@ -109,6 +198,9 @@ def fault_target_of(gate: Gate, fault: dict, node: Node) -> FaultTarget:
             f"fault injection; an engineer confirms it first: manage.py soak mark-target "
             f"{gate.engagement.name} {node.name} {fault['kind']} {text} --confirm "
             f"'allow {fault['kind']} of {text} on {node.name}'")
+    void = confirmation_void(marked, fault_argv(fault, node), plan_sha256(soak_plan_of(gate)))
+    if void:
+        raise SoakRefused(f"fault {fault['name']}: {void}")
     if fault["kind"] == "drive_out" and node.array and node.array.layout == "raid0":
         raise SoakRefused(f"fault {fault['name']}: the array {node.array.serial} is RAID0 — one "
                           f"drive out loses the volume (DOMAIN.md G4); refusing")
@@ -130,12 +222,27 @@ def soak_loaded_s(soak: Soak) -> float:
 
 
 def _plan_fault(soak: Soak, fault: FaultWindow) -> dict:
-    return next(f for f in soak.plan["faults"] if f["name"] == fault.name)
+    """The plan entry of ``fault`` with its commands; once armed, the heal is the one armed
+    (so a heal never depends on the allow-list staying as it was)."""
+    plan_fault = next(f for f in soak.plan["faults"] if f["name"] == fault.name)
+    if fault.kind != "drive_out":
+        return plan_fault
+    try:
+        return fault_resolved(plan_fault, lab=soak.gate_run.gate.engagement.is_lab)
+    except SoakRefused:
+        if not fault.heal_command:
+            raise
+        return {**plan_fault, "heal": shlex.split(fault.heal_command), "status": None,
+                "inject": shlex.split(fault.inject_command or fault.heal_command)}
 
 
 def fault_inject(soak: Soak, fault: FaultWindow, nodes: NodePool, length_s: float) -> None:
-    """Safety checks, heal armed and verified on the node, then the fault (RUNBOOK §5.3)."""
-    plan_fault = _plan_fault(soak, fault)
+    """Safety checks, heal armed and verified on the node, then the fault (RUNBOOK §5.3).
+    Refused, nothing run on the node, when its command is not (or no longer) allowed."""
+    try:
+        plan_fault = _plan_fault(soak, fault)
+    except SoakRefused as error:
+        return fault_end(soak, fault, FaultWindow.State.REFUSED, str(error))
     kind = commands.fault_kind(fault.kind)
     node = fault.node
     ctx = fault_context(node)
@@ -143,6 +250,13 @@ def fault_inject(soak: Soak, fault: FaultWindow, nodes: NodePool, length_s: floa
             pk=fault.fault_target_id).exists():
         return fault_end(soak, fault, FaultWindow.State.REFUSED,
                          "its target is no longer marked for fault injection")
+    try:
+        void = confirmation_void(FaultTarget.objects.get(pk=fault.fault_target_id),
+                                 fault_argv(plan_fault, node), soak.plan_sha256)
+    except SoakRefused as error:
+        void = str(error)
+    if void:  # checked before anything runs on the node
+        return fault_end(soak, fault, FaultWindow.State.REFUSED, void)
     results = []
     for check in kind.safety(plan_fault, ctx):
         code, said = (None, "") if not check.command else nodes.run_checked(node, check.command)
@@ -185,6 +299,13 @@ def fault_inject(soak: Soak, fault: FaultWindow, nodes: NodePool, length_s: floa
     fault.injected_at = node_time(_last_float(said)) or timezone.now()
     fault.state = FaultWindow.State.INJECTED
     fault.save(update_fields=["injected_at", "state"])
+    if fault.kind == "drive_out":
+        healthy, found = _verify_healed(soak, fault, nodes)
+        if healthy:  # exit 0 is no proof: the status must show the drive out
+            fault_heal_now(soak, fault, nodes, "the inject did not take the drive out")
+            return fault_end(soak, fault, FaultWindow.State.FAILED,
+                             f"inject exited 0 but the status does not show drive "
+                             f"{fault.target.get('drive')} out: {found}")
     event_record(soak, "fault injected", f"{fault.name}: `{fault.inject_command}` on "
                  f"{node.name}", fault=fault)
 

@@ -27,7 +27,8 @@ class FaultTargetForm(forms.Form):
     target = forms.CharField(label=_("Target"), max_length=128, help_text=_(
         "link down: the interface (IF or NETNS/IF); drive out: the drive index"))
     confirmation = forms.CharField(label=_("Confirmation"), max_length=500, help_text=_(
-        "Type: allow KIND of TARGET on NODE — it must name the node and the target"))
+        "Type: allow KIND of TARGET on NODE — it must name the node and the target; a drive "
+        "also the first 12 hex digits of its commands' sha256 (shown above)"))
 
     def __init__(self, *args, nodes=(), **kwargs):
         super().__init__(*args, **kwargs)

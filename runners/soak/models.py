@@ -48,6 +48,11 @@ class FaultTarget(models.Model):
     confirmed_by = models.CharField(max_length=150)
     confirmed_at = models.DateTimeField()
     confirmation = models.TextField()
+    argv = models.JSONField(default=dict, blank=True,
+                            help_text="the exact commands confirmed: {inject, heal, status}")
+    argv_sha256 = models.CharField(max_length=64, blank=True)
+    plan_sha256 = models.CharField(max_length=64, blank=True,
+                                   help_text="the soak plan confirmed against; void after an edit")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["node", "kind", "target"],

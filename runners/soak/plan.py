@@ -47,11 +47,14 @@ may not start or act.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import hashlib
 import json
 import math
 import re
 from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from gates.services import GateRefused
 
@@ -88,7 +91,7 @@ def soak_plan_of(gate: Gate) -> dict:
     Raises SoakRefused when the gate has none and SoakPlanError when it is malformed."""
     for step in gate.probe_plan:
         if step.get("expand") == "soak":
-            return plan_validate(step.get("soak"))
+            return plan_validate(step.get("soak"), lab=gate.engagement.is_lab)
     raise SoakRefused(f"{gate.code}: its plan has no soak step")
 
 
@@ -123,20 +126,150 @@ def _text(value: Any, path: str, pattern: re.Pattern, rule: str) -> str:
     return value
 
 
-def _argv(value: Any, path: str) -> list[str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not value or len(value) > 16:
-        raise SoakPlanError(f"soak plan: {path} must be an argument list (1 … 16 items) or null")
-    for i, item in enumerate(value):
-        if item != "{drive}":
-            _text(item, f"{path}[{i}]", ARG, "a plain argument (letters, digits, _./:=@%+,-) "
-                  "or {drive}")
-    _text(value[0], f"{path}[0]", COMMAND, "a command name or absolute path")
-    return list(value)
+# --- the allow-list (settings.SOAK_VENDOR_COMMANDS, SOAK_VLLM_EXECUTABLES) -------------------
+
+# Never run as a vendor command or vLLM, even when an operator lists them: shells,
+# interpreters and launchers run anything they are given; the rest destroy data or the node.
+REFUSED_EXECUTABLES = (
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "ash", "busybox*",
+    "toybox", "env", "sudo", "doas", "su", "runuser", "pkexec", "chroot", "nohup", "setsid",
+    "nice", "ionice", "timeout", "xargs", "stdbuf", "unshare", "nsenter", "systemd-run",
+    "script", "expect", "python*", "pypy*", "perl*", "ruby*", "node", "nodejs", "php*", "lua*",
+    "tclsh*", "wish*", "awk", "gawk", "mawk", "nawk", "sed", "find", "rm", "dd", "shred",
+    "wipefs", "blkdiscard", "mkfs*", "reboot", "shutdown", "poweroff", "halt", "init")
+PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]{0,31})\}")
+PARAM_INT = re.compile(r"int (-?\d{1,9})\.\.(-?\d{1,9})")
+PARAM_CHOICE = re.compile(r"choice ([A-Za-z0-9_.:=@%+,-]{1,64}(?:\|[A-Za-z0-9_.:=@%+,-]{1,64})*)")
+VENDOR_STEPS = ("inject", "heal", "status")
 
 
-def plan_validate(plan: Any) -> dict:
+def executable_check(value: Any, where: str) -> str:
+    """``value`` if it may be run as a program: an absolute path or a bare name (resolved on
+    the node's PATH), never a relative path, a shell or an interpreter. SoakPlanError naming
+    ``where`` otherwise."""
+    if not isinstance(value, str) or not COMMAND.fullmatch(value) or ".." in value.split("/") \
+            or ("/" in value and not value.startswith("/")):
+        raise SoakPlanError(f"{where}={value!r} is not an absolute path or a bare command name")
+    base = value.rsplit("/", 1)[-1]
+    if any(fnmatch.fnmatchcase(base, pattern) for pattern in REFUSED_EXECUTABLES):
+        raise SoakPlanError(f"{where}={value!r} is a shell, interpreter or destructive tool: "
+                            f"refused even when allowed in the settings")
+    return value
+
+
+def vllm_check(value: Any, *, lab: bool) -> str:
+    """``load.vllm`` if operations allow it (SOAK_VLLM_EXECUTABLES; lab engagements also
+    SOAK_LAB_VLLM_EXECUTABLES). SoakPlanError naming load.vllm otherwise."""
+    allowed = list(settings.SOAK_VLLM_EXECUTABLES) + (
+        list(settings.SOAK_LAB_VLLM_EXECUTABLES) if lab else [])
+    if value not in allowed:
+        raise SoakPlanError(f"soak plan: load.vllm={value!r} is not an allowed vLLM executable "
+                            f"(settings SOAK_VLLM_EXECUTABLES: {', '.join(allowed) or 'none'})")
+    try:
+        return executable_check(value, "load.vllm")
+    except SoakPlanError as error:
+        raise SoakPlanError(f"soak plan: {error}") from None
+
+
+def vendor_commands(*, lab: bool) -> dict:
+    """The vendor commands operations allowed (lab engagements: also the lab's stand-ins)."""
+    allowed = dict(settings.SOAK_VENDOR_COMMANDS or {})
+    if lab:
+        allowed.update(settings.SOAK_LAB_VENDOR_COMMANDS or {})
+    return allowed
+
+
+def _param_value(spec: Any, value: Any, where: str, setting: str) -> str:
+    match = PARAM_INT.fullmatch(spec) if isinstance(spec, str) else None
+    if match:
+        low, high = int(match.group(1)), int(match.group(2))
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise SoakPlanError(f"soak plan: {where}={value!r} must be a whole number {low} … "
+                                f"{high} ({setting})")
+        return str(value)
+    match = PARAM_CHOICE.fullmatch(spec) if isinstance(spec, str) else None
+    if match:
+        choices = match.group(1).split("|")
+        if value not in choices:
+            raise SoakPlanError(f"soak plan: {where}={value!r} must be one of "
+                                f"{', '.join(choices)} ({setting})")
+        return str(value)
+    raise SoakPlanError(f"soak plan: {where} cannot be checked: {setting} is {spec!r}, not "
+                        f"'int LO..HI' or 'choice A|B'")
+
+
+def vendor_argv(fault: dict, *, lab: bool, where: str = "fault") -> dict[str, list[str]]:
+    """The argv of a drive fault's allowed vendor command, ``{"inject", "heal", "status"}``,
+    its parameters checked by type and range and substituted as whole argv elements (never
+    through a shell): ``{drive}`` is ``target.drive``, other ``{name}`` come from ``args``.
+
+    SoakPlanError naming the field when the command is not named, not allowed, malformed in
+    the settings (a shell or interpreter, a relative path, a step missing) or an argument is
+    missing, unknown, of the wrong type or out of range."""
+    key = fault.get("command")
+    allowed = vendor_commands(lab=lab)
+    if key is None:
+        raise SoakPlanError(f"soak plan: {where}.command is not set: name the array vendor's "
+                            f"drive command operations allowed (one of: "
+                            f"{', '.join(sorted(allowed)) or 'none allowed yet'})")
+    if not isinstance(key, str) or key not in allowed:
+        raise SoakPlanError(f"soak plan: {where}.command={key!r} is not an allowed vendor "
+                            f"command (settings SOAK_VENDOR_COMMANDS: "
+                            f"{', '.join(sorted(allowed)) or 'none'})")
+    entry, setting = allowed[key], f"SOAK_VENDOR_COMMANDS[{key!r}]"
+    if not isinstance(entry, dict):
+        raise SoakPlanError(f"soak plan: {where}.command={key!r}: {setting} is not an object")
+    params = entry.get("params") or {}
+    args = fault.get("args") or {}
+    if not isinstance(params, dict) or not isinstance(args, dict):
+        raise SoakPlanError(f"soak plan: {where}.args must be an object ({setting}.params too)")
+    unknown = sorted(set(args) - set(params) | ({"drive"} & set(args)))
+    if unknown:
+        raise SoakPlanError(f"soak plan: {where}.args.{unknown[0]} is not a parameter of "
+                            f"{key} (the drive is target.drive)")
+    values = {}
+    for name, spec in params.items():
+        if name == "drive":
+            value, path = (fault.get("target") or {}).get("drive"), f"{where}.target.drive"
+        elif name in args:
+            value, path = args[name], f"{where}.args.{name}"
+        else:
+            raise SoakPlanError(f"soak plan: {where}.args.{name} is missing ({setting}.params)")
+        values[name] = _param_value(spec, value, path, f"{setting}.params.{name}")
+    argv = {}
+    for step in VENDOR_STEPS:
+        template = entry.get(step)
+        if not isinstance(template, list) or not 1 <= len(template) <= 16:
+            raise SoakPlanError(f"soak plan: {where}.command={key!r}: {setting}.{step} must be "
+                                f"an argument list of 1 … 16 items")
+        out = []
+        for i, item in enumerate(template):
+            match = PLACEHOLDER.fullmatch(item) if isinstance(item, str) else None
+            if match and i > 0:
+                if match.group(1) not in values:
+                    raise SoakPlanError(f"soak plan: {where}.command={key!r}: {setting}.{step}"
+                                        f"[{i}] uses {item}, not in its params")
+                out.append(values[match.group(1)])
+            elif isinstance(item, str) and ARG.fullmatch(item):
+                out.append(item)
+            else:
+                raise SoakPlanError(f"soak plan: {where}.command={key!r}: {setting}.{step}[{i}]"
+                                    f"={item!r} is not a plain argument or a whole {{param}}")
+        try:
+            executable_check(out[0], f"{setting}.{step}[0]")
+        except SoakPlanError as error:
+            raise SoakPlanError(f"soak plan: {where}.command={key!r}: {error}") from None
+        argv[step] = out
+    return argv
+
+
+def argv_sha256(argv: dict) -> str:
+    """sha256 of the commands a fault runs (canonical JSON), the one an engineer confirms."""
+    text = json.dumps(argv, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def plan_validate(plan: Any, *, lab: bool = False) -> dict:
     """Check ``plan`` and return a normalised copy (numbers as given, defaults filled).
 
     Raises SoakPlanError naming the first field that is wrong: missing keys, numbers out of
@@ -156,7 +289,7 @@ def plan_validate(plan: Any) -> dict:
     load = plan.get("load")
     if not isinstance(load, dict):
         raise SoakPlanError("soak plan: load must be an object")
-    _text(load.get("vllm"), "load.vllm", COMMAND, "a command name or absolute path")
+    vllm_check(load.get("vllm"), lab=lab)
     _text(load.get("base_url"), "load.base_url", URL, "an http(s) URL of host and port")
     _text(load.get("model"), "load.model", MODEL, "a model name")
     _text(load.get("tokenizer"), "load.tokenizer", MODEL, "a tokenizer name or path")
@@ -236,9 +369,18 @@ def plan_validate(plan: Any) -> dict:
             if isinstance(drive, bool) or not isinstance(drive, int) or not 0 <= drive <= 1023:
                 raise SoakPlanError(f"soak plan: {where}.target.drive must be a drive index "
                                     f"0 … 1023, not {drive!r}")
-            fault["inject"] = _argv(fault.get("inject"), f"{where}.inject")
-            fault["heal"] = _argv(fault.get("heal"), f"{where}.heal")
-            fault["status"] = _argv(fault.get("status"), f"{where}.status")
+            for legacy in ("inject", "heal", "status"):
+                if fault.get(legacy) is not None:
+                    raise SoakPlanError(
+                        f"soak plan: {where}.{legacy} is refused: a drive fault names a vendor "
+                        f"command operations allowed ({where}.command, one of: "
+                        f"{', '.join(sorted(vendor_commands(lab=lab))) or 'none allowed'}), "
+                        f"never an argument list")
+                fault.pop(legacy, None)
+            fault["command"] = fault.get("command")
+            fault["args"] = fault.get("args") or {}
+            if fault["command"] is not None:
+                vendor_argv(fault, lab=lab, where=where)
         else:
             if target.get("interface") is not None:
                 _text(target["interface"], f"{where}.target.interface", INTERFACE,

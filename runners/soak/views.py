@@ -12,6 +12,7 @@ engagement, its gates and soaks do not exist (404).
 from __future__ import annotations
 
 import json
+import shlex
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -31,7 +32,7 @@ from runners.launch import LaunchInvalid, gate_launch
 from runners.soak import presentation
 from runners.soak.driver import soak_abort, soak_pause, soak_resume
 from runners.soak.editing import PlanEditRefused, plan_text_parse, soak_plan_edit
-from runners.soak.faults import fault_target_mark
+from runners.soak.faults import fault_confirmation_of, fault_node, fault_target_mark
 from runners.soak.forms import FaultTargetForm, PlanEditForm, ReasonForm
 from runners.soak.models import FaultTarget, Soak
 from runners.soak.plan import SoakPlanError, plan_sha256, soak_plan_of
@@ -198,10 +199,14 @@ def _plan_context(request, gate: Gate, *, target_form: FaultTargetForm | None = 
     except GateRefused as error:
         refusal = str(error)
     nodes = list(engagement.nodes.order_by("role", "name"))
+    current = plan_sha256(plan)
     targets = [{"node": t.node.name, "kind": t.get_kind_display(), "target": t.target,
-                "by": t.confirmed_by, "at": t.confirmed_at, "confirmation": t.confirmation}
+                "by": t.confirmed_by, "at": t.confirmed_at, "confirmation": t.confirmation,
+                "argv": [f"{k}: {shlex.join(v)}" for k, v in (t.argv or {}).items() if v],
+                "sha": t.argv_sha256, "void": t.plan_sha256 != current}
                for t in FaultTarget.objects.filter(engagement=engagement).select_related(
                    "node").order_by("node__name", "kind", "target")]
+    to_confirm = [] if plan_error else _to_confirm(gate, plan)
     soaks = [{"id": s.id, "url": reverse("soak-detail", args=[s.id]),
               "attempt": s.gate_run.attempt, "state": s.state,
               "state_text": presentation.state_text(s.state), "by": s.gate_run.started_by,
@@ -218,7 +223,7 @@ def _plan_context(request, gate: Gate, *, target_form: FaultTargetForm | None = 
                                                                         ensure_ascii=False),
         "plan_sha256": plan_sha256(plan), "plan_error": plan_error,
         "plan_summary": presentation.plan_summary(plan) if not plan_error else [],
-        "targets": targets, "soaks": soaks, "audit": audit,
+        "targets": targets, "to_confirm": to_confirm, "soaks": soaks, "audit": audit,
         "can_edit": has_role(request.user, Role.PROJECT_MANAGER, Role.ENGINEER),
         "can_mark": is_engineer,
         "can_start": is_engineer and not refusal and not plan_error and not _eager(),
@@ -228,6 +233,27 @@ def _plan_context(request, gate: Gate, *, target_form: FaultTargetForm | None = 
         "target_form": target_form or FaultTargetForm(nodes=nodes),
         "engagement_url": f"/engagements/{engagement.name}/",
     }
+
+
+def _to_confirm(gate: Gate, plan: dict) -> list[dict]:
+    """Each planned fault's node, target, the exact argv it would run, its sha256 and the
+    words that confirm it (or why it cannot be confirmed), for the engineer to read first."""
+    rows = []
+    for fault in plan["faults"]:
+        try:
+            node = fault_node(gate, fault)
+            target = (str(fault["target"]["drive"]) if fault["kind"] == "drive_out" else
+                      "/".join(p for p in (fault["target"].get("netns"),
+                                           fault["target"].get("interface") or node.interface)
+                               if p))
+            bound = fault_confirmation_of(node, fault["kind"], target)
+        except (GateRefused, ValueError) as error:
+            rows.append({"fault": fault["name"], "error": str(error)})
+            continue
+        rows.append({"fault": fault["name"], "node": node.name, "target": target,
+                     "argv": [f"{k}: {shlex.join(v)}" for k, v in bound["argv"].items() if v],
+                     "sha": bound["argv_sha256"], "words": bound["words"], "error": ""})
+    return rows
 
 
 @login_required

@@ -61,7 +61,7 @@ def soak_engagement(name: str = "acme-soak", *, lab: bool = True):
     Gate.objects.filter(engagement=engagement, code__in=["G1", "G2", "G3"]).update(
         state=Gate.State.PASSED)
     gate = engagement.gates.get(code="G4")
-    plan = plan_validate(lab_plan(gate.probe_plan[0]["soak"], FIGURES))
+    plan = plan_validate(lab_plan(gate.probe_plan[0]["soak"], FIGURES), lab=True)
     gate.probe_plan = [dict(gate.probe_plan[0], soak=plan)]
     gate.save(update_fields=["probe_plan"])
     credential = Credential.from_secret(f"{name}-key", "PRIVATE KEY TEXT")

@@ -128,9 +128,9 @@ def test_it_refuses_a_drive_fault_on_raid0_or_without_the_vendor_command(soak_la
         soak_start(gate=g4(engagement), started_by="eng-bob")
     Array.objects.filter(engagement=engagement).update(layout=Array.Layout.RAID6)
     gate = g4(engagement)
-    gate.probe_plan[0]["soak"]["faults"][0]["inject"] = None
+    gate.probe_plan[0]["soak"]["faults"][0]["command"] = None
     gate.save()
-    with pytest.raises(SoakRefused, match="no inject command"):
+    with pytest.raises(SoakRefused, match="command is not set"):
         soak_start(gate=gate, started_by="eng-bob")
     assert not GateRun.objects.filter(gate__engagement=engagement).exists()
 

@@ -12,7 +12,7 @@ from acceptance.models import AuditEntry
 from gates.models import Decision
 from runners.models import GateRun
 from runners.soak.models import FaultTarget, Soak
-from runners.soak.plan import plan_sha256
+from runners.soak.plan import argv_sha256, plan_sha256
 
 from .pages_fixtures import personas, recorded_soak
 
@@ -26,6 +26,12 @@ def page(client, soak) -> str:
     response = client.get(reverse("soak-detail", args=[soak.id]))
     assert response.status_code == 200
     return response.content.decode()
+
+
+def plan_of_gate():
+    from gates.models import Gate
+
+    return Gate.objects.get(engagement__name="acme-soak", code="G4").probe_plan[0]["soak"]
 
 
 def plan_of(soak):
@@ -175,14 +181,32 @@ def test_marking_a_fault_target_needs_a_confirmation_naming_node_and_target(peop
                                                  "target": "3", "confirmation": "ok"})
     assert response.status_code == 200 and "Not marked, nothing stored" in response.content.decode()
     assert FaultTarget.objects.count() == count
+    # Issue 13 item 4: a drive's confirmation binds the plan's command: drive 3 is in no
+    # fault of the plan, and naming node and drive without the commands' sha256 is refused.
     response = people.engineer.client.post(url, {
         "node": "lab-array", "kind": "drive_out", "target": "3",
         "confirmation": "allow drive_out of 3 on lab-array"})
+    assert "no drive fault of the soak plan takes drive 3 out" in response.content.decode()
+    response = people.engineer.client.post(url, {
+        "node": "lab-array", "kind": "drive_out", "target": "7",
+        "confirmation": "allow drive_out of 7 on lab-array"})
+    text = response.content.decode()
+    assert "soak-array drive out 7" in text and "sha256" in text
+    sha = argv_sha256({"inject": ["soak-array", "drive", "out", "7"],
+                       "heal": ["soak-array", "drive", "in", "7"],
+                       "status": ["soak-array", "drive", "status"]})
+    response = people.engineer.client.post(url, {
+        "node": "lab-array", "kind": "drive_out", "target": "7",
+        "confirmation": f"allow drive_out of 7 on lab-array sha256 {sha[:12]}"})
     assert response.status_code == 302
-    marked = FaultTarget.objects.get(target="3")
+    marked = FaultTarget.objects.get(target="7")
     assert marked.confirmed_by == "eng-erin" and marked.node.name == "lab-array"
+    assert marked.argv["inject"] == ["soak-array", "drive", "out", "7"]
+    assert marked.argv_sha256 == sha and marked.plan_sha256 == plan_sha256(plan_of_gate())
     html = people.engineer.client.get(reverse("soak-plan", args=["acme-soak", "G4"])).content
-    assert b"allow drive_out of 3 on lab-array" in html
+    assert f"allow drive_out of 7 on lab-array sha256 {sha[:12]}".encode() in html
+    assert b'id="to-confirm"' in html and b"inject: soak-array drive out 7" in html
+    assert f"sha256 <code>{sha}</code>".encode() in html
 
 
 def test_starting_while_a_soak_runs_is_refused_and_creates_nothing(people):

@@ -45,7 +45,7 @@ def test_it_compresses_time_for_the_lab():
     (lambda p: p["faults"][0].update(kind="power_off"), "faults[0].kind"),
     (lambda p: p["faults"][0]["target"].update(drive="7"), "faults[0].target.drive"),
     (lambda p: p["faults"][0].update(inject=["fxcli", "drive;reboot", "{drive}"]),
-     "faults[0].inject[1]"),
+     "faults[0].inject is refused"),
     (lambda p: p["faults"][1]["target"].update(interface="eth0 down"),
      "faults[1].target.interface"),
     (lambda p: p["faults"][1].update(start_s=72 * 3600 - 10), "ends after the soak"),
