@@ -167,12 +167,12 @@ _BARE_NONFINITE = re.compile(r"(?<![\w.])" + _NONFINITE, re.IGNORECASE)
 # possessively, then what stopped it: a bare token, a string that never closes (read to where it
 # stops, once: its quotes open nothing either), or the end. Each match starts where the last
 # one ended, so nothing is read twice. (Under IGNORECASE, U+0130 and U+0131 match ``i`` too.)
-_TOKEN_START = "nNiI\u0130\u0131-"
-_TOKEN_LETTER = re.compile("[" + _TOKEN_START + "]")
+_NONFINITE_FIRST = "nNiI\u0130\u0131-"
+_TOKEN_LETTER = re.compile("[" + _NONFINITE_FIRST + "]")
 _STRING_BODY = r'[^"\\]*+(?:\\.[^"\\]*+)*+'
-_NO_TOKEN_HERE = r"(?!(?<![\w.])" + _NONFINITE + r")[" + _TOKEN_START + r"]"
+_NO_TOKEN_HERE = r"(?!(?<![\w.])" + _NONFINITE + r")[" + _NONFINITE_FIRST + r"]"
 _REWRITE = re.compile(
-    r'((?:[^"' + _TOKEN_START + r']++|"' + _STRING_BODY + r'"|' + _NO_TOKEN_HERE + r")*+)"
+    r'((?:[^"' + _NONFINITE_FIRST + r']++|"' + _STRING_BODY + r'"|' + _NO_TOKEN_HERE + r")*+)"
     r'(?:(?<![\w.])(' + _NONFINITE + r')|"(' + _STRING_BODY + r")|\Z)",
     re.IGNORECASE)
 
