@@ -2,6 +2,7 @@
 and audit on every import path, a bounded number of bundles, gzip bombs and member floods
 stopped while reading with memory bounded, nothing stored on refusal."""
 
+import gzip
 import io
 import json
 import tarfile
@@ -123,16 +124,11 @@ def test_it_stops_a_header_bomb_while_decompressing(gate):
     header = tarfile.TarInfo("././@PaxHeader")
     header.type, header.size = tarfile.XHDTYPE, 200 << 20
     raw.write(header.tobuf(format=tarfile.USTAR_FORMAT))
-    with tarfile.open(fileobj=io.BytesIO(), mode="w"):
-        pass
-    import gzip
-
     compressed = io.BytesIO()
     with gzip.GzipFile(fileobj=compressed, mode="wb") as out:
         out.write(raw.getvalue())
-        zeros = bytes(1 << 20)
         for _ in range(200):
-            out.write(b"a" * len(zeros))
+            out.write(b"a" * (1 << 20))
     peak = refused_with_bounded_memory(gate, [("pax.tar.gz", compressed.getvalue())],
                                        "archive headers larger than 1 MiB", 8 << 20)
     print(f"pax header bomb: peak {peak / 2**20:.2f} MiB")
