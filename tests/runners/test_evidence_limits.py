@@ -198,3 +198,21 @@ def test_an_import_on_a_passed_gate_needs_confirmation_and_is_audited(lab, tmp_p
     assert entry.actor == "ops" and entry.reason.startswith("customer re-collected")
     assert entry.details["gate_run"] == run.id and run.reason == entry.reason
     assert run.origin == GateRun.Origin.IMPORTED and run.decision.outcome == "stopped"
+
+
+def test_the_upload_page_refuses_more_bundles_than_allowed(gate, client, django_user_model):
+    from acceptance.models import Membership
+
+    user = django_user_model.objects.create_user("eng", password="pw-eng-1")
+    Membership.objects.create(user=user, role=Membership.Role.ENGINEER)
+    client.force_login(user)
+    uploads = []
+    for i in range(evidence.MAX_BUNDLES + 1):
+        upload = io.BytesIO(b"x")
+        upload.name = f"b{i}.tar.gz"
+        uploads.append(upload)
+    before = stored()
+    page = client.post(f"/engagements/{gate.engagement.name}/gates/G1/evidence/",
+                       {"bundles": uploads})
+    assert page.status_code == 200 and b"17 bundles: at most 16 in one import" in page.content
+    assert stored() == before
