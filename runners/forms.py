@@ -26,7 +26,7 @@ from acceptance.models import (
     name_validator,
     ssh_user_validator,
 )
-from runners.evidence import MAX_BUNDLE_BYTES
+from runners.evidence import MAX_BUNDLE_BYTES, MAX_BUNDLES
 from runners.transport import AuthenticationFailed, private_key_type
 
 HOST_KEY_SALT = "runners.node-register.host-key"
@@ -46,9 +46,17 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 
 class BundleField(forms.FileField):
+    """One or more bundles: at most ``MAX_BUNDLES``, each at most ``MAX_BUNDLE_BYTES``;
+    counted and sized before any is read."""
+
     def clean(self, data, initial=None):
         files = data if isinstance(data, list | tuple) else [data]
-        cleaned = [super(BundleField, self).clean(f, initial) for f in files if f]
+        files = [f for f in files if f]
+        if len(files) > MAX_BUNDLES:
+            raise forms.ValidationError(
+                _("%(count)s bundles: at most %(max)s in one import (one per node of the gate)")
+                % {"count": len(files), "max": MAX_BUNDLES})
+        cleaned = [super(BundleField, self).clean(f, initial) for f in files]
         if not cleaned:
             raise forms.ValidationError(_("choose at least one evidence bundle (.tar.gz)"))
         for f in cleaned:
@@ -60,8 +68,34 @@ class BundleField(forms.FileField):
 
 
 class EvidenceUploadForm(forms.Form):
+    """The bundles of one import; on a gate that has passed (``needs_confirm``) the import is a
+    re-run of it and needs the confirmation box and a reason, as on the re-run page."""
+
     bundles = BundleField(widget=MultipleFileInput(attrs={"accept": ".tar.gz,.tgz"}),
                           help_text=_("One bundle per node, as written by the collection script"))
+    reason = forms.CharField(
+        label=_("Reason"), required=False, max_length=2000, strip=True,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Recorded in the audit trail with your name and the time."))
+    confirm = forms.BooleanField(
+        label=_("I confirm: this gate has passed, and the new attempt's decision replaces that "
+                "pass"), required=False)
+
+    def __init__(self, *args, needs_confirm: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.needs_confirm = needs_confirm
+        if not needs_confirm:
+            del self.fields["confirm"]
+            del self.fields["reason"]
+        else:
+            self.fields["reason"].required = True
+            self.fields["reason"].error_messages["required"] = _(
+                "Give a reason: it is recorded in the audit trail.")
+
+    def clean_confirm(self):
+        if self.needs_confirm and not self.cleaned_data.get("confirm"):
+            raise forms.ValidationError(_("Tick the box to confirm the re-run of a passed gate."))
+        return True
 
 
 # --- node registration ------------------------------------------------------------------------

@@ -15,10 +15,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.files.uploadhandler import TemporaryFileUploadHandler
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -398,21 +400,34 @@ def run_rerun(request, run_id: int):
 # --- evidence without SSH ----------------------------------------------------------------------
 
 
-@login_required
+@csrf_exempt  # checked by _gate_evidence: the upload handlers must be set before the check reads
+@login_required  # the body
 @require_http_methods(["GET", "POST"])
 def gate_evidence(request, name: str, code: str):
     _require_engineer(request.user)
+    # Every uploaded bundle goes to a temporary file, none is held in memory (the default keeps
+    # files under 2.5 MB in memory: a hundred of them would be 250 MB before any check).
+    request.upload_handlers = [TemporaryFileUploadHandler(request)]
+    return _gate_evidence(request, name, code)
+
+
+@csrf_protect
+def _gate_evidence(request, name: str, code: str):
     gate = _gate_of(engagement_for(request.user, name), code)
     roles = {s["role"] for s in gate.probe_plan} - {"service"}
     nodes = list(gate.engagement.nodes.filter(role__in=roles).order_by("name"))
-    form = EvidenceUploadForm()
+    needs_confirm = gate.state == Gate.State.PASSED
+    form = EvidenceUploadForm(needs_confirm=needs_confirm)
     if request.method == "POST":
-        form = EvidenceUploadForm(request.POST, request.FILES)
+        form = EvidenceUploadForm(request.POST, request.FILES, needs_confirm=needs_confirm)
         if form.is_valid():
-            bundles = [(f.name, f.read()) for f in form.cleaned_data["bundles"]]
+            uploads = form.cleaned_data["bundles"]
             try:
-                gate_run = evidence_import(gate=gate, bundles=bundles,
-                                           imported_by=request.user.get_username())
+                gate_run = evidence_import(
+                    gate=gate, bundles=[(f.name, f) for f in uploads],
+                    imported_by=request.user.get_username(),
+                    confirmed=bool(form.cleaned_data.get("confirm")),
+                    reason=form.cleaned_data.get("reason", ""))
             except (EvidenceRefused, GateRefused) as refusal:
                 form.add_error("bundles", _("Refused, nothing was stored: %(reason)s")
                                % {"reason": refusal})
@@ -426,6 +441,9 @@ def gate_evidence(request, name: str, code: str):
                                               "%(error)s") % {"n": gate_run.attempt,
                                                               "error": gate_run.error})
                 return redirect("gate-evidence", name=name, code=gate.code)
+            finally:
+                for upload in uploads:
+                    upload.close()
     runs = [{"url": reverse("run-detail", args=[r.id]), "attempt": r.attempt,
              "origin": str(ORIGIN_WORDS.get(r.origin, r.origin)), "state": r.state,
              "state_text": pages.state_label(r.state),
@@ -435,6 +453,7 @@ def gate_evidence(request, name: str, code: str):
             for r in gate.runs.select_related("decision").order_by("-attempt")[:10]]
     return render(request, "runners/gate_evidence.html",
                   {"gate": gate, "nodes": nodes, "form": form, "runs": runs,
+                   "needs_confirm": needs_confirm,
                    "engagement_url": engagement_url(gate.engagement.name)})
 
 

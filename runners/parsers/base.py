@@ -158,11 +158,34 @@ _NEXT_LINE = {opener: re.compile(r"^[ \t]*" + re.escape(opener), re.MULTILINE)
               for opener in "{["}
 
 # A bare non-finite number as C's printf writes it (``nan``, ``-nan``, ``inf``, ``-inf``; also
-# JSON-ish ``NaN``/``Infinity``), or a string literal, which is skipped whole.
+# JSON-ish ``NaN``/``Infinity``), or the opening quote of a string literal, which is skipped whole.
 _NONFINITE = r"-?(?:nan|inf(?:inity)?)(?![\w.])"
 _NONFINITE_AT = re.compile(_NONFINITE, re.IGNORECASE)
-_STRING_OR_NONFINITE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.])(' + _NONFINITE + ")",
-                                  re.IGNORECASE)
+_BARE_NONFINITE = re.compile(r"(?<![\w.])" + _NONFINITE, re.IGNORECASE)
+# The rewrite in one pass without backtracking: each match is a run of text that holds no bare
+# token — plain characters, whole string literals, token letters that start none — taken
+# possessively, then what stopped it: a bare token, a string that never closes (read to where it
+# stops, once: its quotes open nothing either), or the end. Each match starts where the last
+# one ended, so nothing is read twice. (Under IGNORECASE, U+0130 and U+0131 match ``i`` too.)
+_NONFINITE_FIRST = "nNiI\u0130\u0131-"
+_TOKEN_LETTER = re.compile("[" + _NONFINITE_FIRST + "]")
+_STRING_BODY = r'[^"\\]*+(?:\\.[^"\\]*+)*+'
+_NO_TOKEN_HERE = r"(?!(?<![\w.])" + _NONFINITE + r")[" + _NONFINITE_FIRST + r"]"
+_REWRITE = re.compile(
+    r'((?:[^"' + _NONFINITE_FIRST + r']++|"' + _STRING_BODY + r'"|' + _NO_TOKEN_HERE + r")*+)"
+    r'(?:(?<![\w.])(' + _NONFINITE + r')|"(' + _STRING_BODY + r")|\Z)",
+    re.IGNORECASE)
+
+
+def _rewritten(match: re.Match[str]) -> str:
+    kept, token, unclosed = match.group(1, 2, 3)
+    if token is not None:
+        return kept + "null"
+    if unclosed is not None:  # bare tokens inside still count, as outside any string
+        if _TOKEN_LETTER.search(unclosed) is None:
+            return kept + '"' + unclosed
+        return kept + '"' + _BARE_NONFINITE.sub("null", unclosed)
+    return kept
 
 
 def null_bare_nonfinite(text: str) -> str:
@@ -172,10 +195,9 @@ def null_bare_nonfinite(text: str) -> str:
     an interval without packets, esnet/iperf#364; fio's ``%f`` floats): strict JSON then fails as
     a whole. After this, the value reads as null, i.e. "no figure" (:func:`as_number`). Line
     numbers are unchanged. :func:`decode_json` calls it only when the decoder stopped at such a
-    token, so clean captures pay nothing.
+    token, so clean captures pay nothing. Linear in the text (:data:`_REWRITE`).
     """
-    return _STRING_OR_NONFINITE.sub(
-        lambda match: "null" if match.group(1) else match.group(0), text)
+    return _REWRITE.sub(_rewritten, text)
 
 
 def finite(tool: str, metric: str, value: float, text: str = "", key: str = "") -> float:

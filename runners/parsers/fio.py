@@ -67,7 +67,9 @@ _CLAT_METRICS = {
     "read": ((50.0, "read_clat_p50"), (99.0, "read_clat_p99")),
     "write": ((99.0, "write_clat_p99"),),
 }
-_INTERRUPTED = re.compile(r"^\s*fio: terminating on signal", re.MULTILINE)
+# Indentation on the line only: ``^\s*`` also ran over newlines, so every line start of a run of
+# blank lines re-read the whole run (same matches: a hit after blank lines is a hit on its line).
+_INTERRUPTED = re.compile(r"^[^\S\n]*fio: terminating on signal", re.MULTILINE)
 _ERROR_LINE = re.compile(r"^(fio|verify):|err=|error", re.IGNORECASE)
 
 

@@ -29,7 +29,9 @@ TOOL = "nic_counters"
 PARSER_VERSION = "1"
 
 SATURATED_32 = 4294967295
-_PAIR = re.compile(r"([a-z_]+)=(\S+)")
+# ``key=value``, tried only where a run of key letters starts: a run without ``=`` is read once,
+# not once from each of its letters (findall finds the same pairs).
+_PAIR = re.compile(r"(?<![a-z_])([a-z_]++)=(\S+)")
 _REQUIRED = ("time", "device", "port", "counter", "value")
 
 
