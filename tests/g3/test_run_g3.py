@@ -203,7 +203,7 @@ def test_a_gain_above_the_reference_range_is_reviewed_and_a_person_accepts_it(
     assert entry.details["reviewed"][0]["measured"] == pytest.approx(0.4958, abs=1e-3)
     code, _, err = run_gate(engagement.name, "G4")
     # past G3 now; G4's soak refuses until the array vendor's drive command is in its plan
-    assert code == 2 and "refused:" in err and "no inject command" in err
+    assert code == 2 and "refused:" in err and "command is not set" in err
 
 
 def test_the_flush_guard_refuses_a_cache_directory_on_another_device(transactional_db):

@@ -172,7 +172,7 @@ def test_it_refuses_a_gate_without_probes_yet(lab):
         state=Gate.State.PASSED)
     code, _, err = run_gate(engagement.name, "G4")
     # past G3 now; G4's soak refuses until the array vendor's drive command is in its plan
-    assert code == 2 and "refused:" in err and "no inject command" in err
+    assert code == 2 and "refused:" in err and "command is not set" in err
     code, _, err = run_gate(engagement.name, "G9")
     assert code == 2 and "has no gate 'G9'" in err
 
