@@ -182,18 +182,19 @@ def _audit_change(action: str, details: dict) -> str:
         return _("%(gate)s accepted after review") % {"gate": details.get("gate", "")}
     if "node" in details:
         return f"{details['node']} · {details.get('host_key_fingerprint', '')}"
+    # Other entries' details carry these keys with other shapes (the lab's "bom" is a sentence).
     if "old_due_date" in details:
         return _("%(gate)s due %(old)s → %(new)s") % {
             "gate": details.get("gate", ""), "old": details["old_due_date"],
-            "new": details["new_due_date"]}
-    if "bom" in details:
+            "new": details.get("new_due_date", "")}
+    if isinstance(details.get("bom"), dict):
         item = details["bom"]
         return f"#{item.get('position')} {item.get('quantity')} × {item.get('description')}"
-    if "file" in details:
-        return f"{details['file']} · sha256 {details.get('sha256', '')[:16]}…"
-    if "gates" in details:
-        return " · ".join(f"{code} {g.get('due_date', '')}"
-                          for code, g in details["gates"].items())
+    if isinstance(details.get("file"), str) and "sha256" in details:
+        return f"{details['file']} · sha256 {str(details['sha256'])[:16]}…"
+    if isinstance(details.get("gates"), dict):
+        return " · ".join(f"{code} {g.get('due_date', '')}" for code, g in
+                          details["gates"].items() if isinstance(g, dict))
     return ""
 
 

@@ -223,3 +223,14 @@ def test_an_engagement_without_gates_is_not_called_passed(client, pm, db):
     page = client.get(reverse("engagement-detail", args=[bare.name])).content.decode()
     assert "every item delivered and checked" not in page
     assert "no items recorded yet: G1 needs the delivered items listed and ticked" in page
+
+
+def test_audit_entries_of_other_shapes_still_read(client, pm, engagement_a):
+    # The lab's set-up records "bom" as a sentence; other services may reuse these keys.
+    engagement_a.audit.create(actor="lab", action="lab engagement created", reason="lab up",
+                              details={"bom": "ticked by the lab set-up", "gates": ["G1"],
+                                       "file": 3})
+    client.force_login(pm)
+    response = client.get(reverse("engagement-detail", args=[engagement_a.name]))
+    assert response.status_code == 200
+    assert "lab engagement created" in response.content.decode()
