@@ -272,3 +272,10 @@ def test_member_add_refuses_someone_who_has_a_role(engagement_a, customer_b, cap
     assert err == ("CommandError: email: bob-globex already has access as customer (Globex); "
                    "change their role on the People page\n")
     assert Membership.objects.get(user=customer_b).organisation.name == "Globex"
+
+
+def test_the_engagement_page_links_to_people_for_staff_only(world, pm, engineer, customer_a):
+    link = f'href="{reverse("people", args=["acme-1"])}"'
+    for user, shown in ((pm, True), (engineer, True), (customer_a, False)):
+        page = as_user(user).get(reverse("engagement-detail", args=["acme-1"])).content.decode()
+        assert (link in page) is shown, user
