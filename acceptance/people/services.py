@@ -129,10 +129,11 @@ def _audit(engagement: Engagement, actor: str, action: str, reason: str, **detai
                               details=details)
 
 
-def _mail(*, engagement: Engagement, to: str, template: str, context: dict) -> None:
+def _mail(*, engagement: Engagement, to: str, role: str, template: str, context: dict) -> None:
     """Send ``registration/{template}_subject.txt`` / ``_email.txt`` in the engagement's report
     language; PeopleRefused when it cannot be sent (the caller's transaction is undone)."""
     with translation.override(engagement.report_language):
+        context = {**context, "engagement": engagement, "role": role_word(role, engagement)}
         subject = " ".join(render_to_string(f"registration/{template}_subject.txt",
                                             context).split())
         body = render_to_string(f"registration/{template}_email.txt", context)
@@ -190,16 +191,15 @@ def person_invite(*, engagement: Engagement, email: str, role: str, actor: str,
     role already, a pending invitation to the same address.
     """
     email, role = email_normalise(email), role_check(role)
-    context = {"engagement": engagement, "role": role_word(role, engagement), "actor": actor,
-               "customer": role == Role.CUSTOMER}
+    context: dict = {"actor": actor}
     user = _user_with_email(email)
     if user is not None:
         membership = _membership_add(engagement=engagement, user=user, role=role, actor=actor,
                                      how="invited; the account existed")
         context.update(user=user, link=site_url + reverse("engagement-detail",
                                                            args=[engagement.name]))
-        _mail(engagement=engagement, to=user.email or email, template="membership_notice",
-              context=context)
+        _mail(engagement=engagement, to=user.email or email, role=role,
+              template="membership_notice", context=context)
         return InviteOutcome(email=email, membership=membership)
     pending = _pending_invitation(email)
     if pending is not None:
@@ -218,7 +218,7 @@ def person_invite(*, engagement: Engagement, email: str, role: str, actor: str,
            expires_at=expires_at.isoformat(timespec="seconds"))
     context.update(link=site_url + reverse("invitation-open", args=[token]),
                    expires_at=expires_at)
-    _mail(engagement=engagement, to=email, template="invitation", context=context)
+    _mail(engagement=engagement, to=email, role=role, template="invitation", context=context)
     return InviteOutcome(email=email, invitation=invitation)
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import socket
+import subprocess
+import sys
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -272,3 +275,32 @@ def test_an_account_made_by_member_add_sets_its_first_password_by_reset(engageme
 def test_the_login_page_offers_the_reset(db):
     page = Client().get(reverse("login")).content.decode()
     assert f'href="{reverse("password_reset")}"' in page
+
+
+def test_the_mail_is_in_the_engagements_report_language(engagement_a, pm, smtp_server):
+    engagement_a.report_language = "zh-hans"
+    engagement_a.save(update_fields=["report_language"])
+    invite(pm_client(pm), engagement_a, "lu@acme.example", "customer")
+    (message,) = smtp_server.to("lu@acme.example")
+    assert message["Subject"] == "验收服务邀请（acme-1）"
+    body = Mailbox.body(message)
+    assert "pat-pm 邀请您以ACME 的客户身份使用验收服务，参与验收项目 acme-1（ACME）。" in body
+
+
+@pytest.mark.parametrize("env,backend", [
+    ({}, "django.core.mail.backends.console.EmailBackend"),
+    ({"EMAIL_HOST": "smtp.example", "EMAIL_PORT": "587", "EMAIL_USE_TLS": "true"},
+     "django.core.mail.backends.smtp.EmailBackend"),
+])
+def test_mail_is_printed_by_default_and_sent_by_smtp_once_a_host_is_set(tmp_path, env,
+                                                                        backend):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("EMAIL_", "DJANGO_"))}
+    clean.update(env, ACCEPTANCE_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE=(
+        "acceptance.settings"))
+    shown = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings as s; "
+         "print(s.EMAIL_BACKEND, s.EMAIL_HOST, s.EMAIL_PORT, s.EMAIL_USE_TLS)"],
+        env=clean, capture_output=True, text=True, check=True).stdout.split()
+    assert shown[0] == backend
+    if env:
+        assert shown[1:] == ["smtp.example", "587", "True"]
