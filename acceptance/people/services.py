@@ -151,6 +151,12 @@ def _lock_project_managers() -> None:
          .order_by("pk").values_list("pk", flat=True))
 
 
+def _locked_membership(pk: int) -> Membership:
+    # "of self": Postgres locks no row of a nullable outer join (the organisation).
+    return (Membership.objects.select_for_update(of=("self",))
+            .select_related("user", "organisation").get(pk=pk))
+
+
 def _last_project_manager_check(membership: Membership) -> None:
     others = (Membership.objects.filter(role=Role.PROJECT_MANAGER, user__is_active=True)
               .exclude(pk=membership.pk))
@@ -226,7 +232,7 @@ def person_invite(*, engagement: Engagement, email: str, role: str, actor: str,
 def invitation_accept(*, invitation: Invitation, password: str) -> User:
     """Create the invitee's account with ``password`` (already validated) and their membership,
     and use the invitation up. InvitationClosed when it was used, revoked or has expired."""
-    invitation = (Invitation.objects.select_for_update()
+    invitation = (Invitation.objects.select_for_update(of=("self",))
                   .select_related("engagement", "engagement__customer").get(pk=invitation.pk))
     now = timezone.now()
     status = invitation.status(now)
@@ -273,8 +279,7 @@ def member_role_change(*, engagement: Engagement, membership: Membership, role: 
     someone not of the engagement's organisation, the last project manager's demotion."""
     role = role_check(role)
     _lock_project_managers()
-    membership = (Membership.objects.select_for_update().select_related("user", "organisation")
-                  .get(pk=membership.pk))
+    membership = _locked_membership(membership.pk)
     who, old = membership.user.get_username(), membership.role
     if role == old:
         raise PeopleRefused(_("role: %(who)s is %(role)s already") % {
@@ -297,8 +302,7 @@ def member_remove(*, engagement: Engagement, membership: Membership, actor: str)
     """Take ``membership``'s person's role away: they see nothing any more (a staff member loses
     every engagement). The account stays, so the audit trail keeps its names."""
     _lock_project_managers()
-    membership = (Membership.objects.select_for_update().select_related("user", "organisation")
-                  .get(pk=membership.pk))
+    membership = _locked_membership(membership.pk)
     _last_project_manager_check(membership)
     who, role = membership.user.get_username(), membership.role
     organisation = membership.organisation.name if membership.organisation else None

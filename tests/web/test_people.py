@@ -215,6 +215,13 @@ def test_an_inactive_project_manager_does_not_count(world, pm):
 
 # --- manage.py member_add ------------------------------------------------------------------
 
+# The command closes the database connections when it ends (as from a shell), so these tests
+# run outside a test transaction.
+@pytest.fixture
+def engagement_a(transactional_db, engagement_a):
+    return engagement_a
+
+
 def member_add(*argv, capsys) -> tuple[int, str, str]:
     try:
         ManagementUtility(["manage.py", "member_add", *argv]).execute()
