@@ -37,7 +37,7 @@ from acceptance.people.services import (
 )
 from acceptance.permissions import STAFF_ROLES, Role, engagement_for, has_role
 
-SESSION_KEY = "acceptance_invitation"  # holds the link's token between two requests
+SESSION_KEY = "acceptance_invitation"  # the sha256 of the link's token, between two requests
 
 
 def _engagement(request, name: str) -> Engagement:
@@ -183,13 +183,14 @@ def invitation_open(request, token: str):
     status = invitation.status(timezone.now())
     if status != Invitation.Status.PENDING:
         return _closed(request, invitation, status, 410)
-    request.session[SESSION_KEY] = token
+    request.session[SESSION_KEY] = invitation.token_sha256  # not the token itself
     return redirect("invitation-accept")
 
 
 @require_http_methods(["GET", "POST"])
 def invitation_accept_view(request):
-    invitation = invitation_by_token(request.session.get(SESSION_KEY, ""))
+    invitation = (Invitation.objects.select_related("engagement", "engagement__customer")
+                  .filter(token_sha256=request.session.get(SESSION_KEY) or "-").first())
     if invitation is None:
         return _closed(request, None, "no-session", 400)
     status = invitation.status(timezone.now())

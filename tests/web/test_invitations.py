@@ -66,6 +66,7 @@ def test_an_invited_customer_sets_a_password_from_the_mailed_link_and_is_logged_
     browser = Client()
     opened = browser.get(path)
     assert opened.status_code == 302 and opened["Location"] == reverse("invitation-accept")
+    assert token not in str(dict(browser.session))  # the session keeps only the hash
     page = browser.get(opened["Location"])
     assert page.status_code == 200
     assert "Your user name is dana@acme.example" in page.content.decode()
