@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.urls import reverse
-from django.utils.translation import gettext_lazy
+from django.utils.translation import pgettext_lazy
 
 from acceptance.models import Engagement, Invitation, Membership
 from acceptance.people.services import engagement_members, role_word
@@ -11,10 +11,10 @@ from acceptance.people.services import engagement_members, role_word
 ROLE_ORDER = {Membership.Role.PROJECT_MANAGER: 0, Membership.Role.ENGINEER: 1,
               Membership.Role.CUSTOMER: 2}
 STATUS_WORDS = {
-    Invitation.Status.PENDING: gettext_lazy("pending"),
-    Invitation.Status.USED: gettext_lazy("accepted"),
-    Invitation.Status.REVOKED: gettext_lazy("revoked"),
-    Invitation.Status.EXPIRED: gettext_lazy("expired"),
+    Invitation.Status.PENDING: pgettext_lazy("invitation", "pending"),
+    Invitation.Status.USED: pgettext_lazy("invitation", "accepted"),
+    Invitation.Status.REVOKED: pgettext_lazy("invitation", "revoked"),
+    Invitation.Status.EXPIRED: pgettext_lazy("invitation", "expired"),
 }
 
 

@@ -286,3 +286,14 @@ def test_the_engagement_page_links_to_people_for_staff_only(world, pm, engineer,
     for user, shown in ((pm, True), (engineer, True), (customer_a, False)):
         page = as_user(user).get(reverse("engagement-detail", args=["acme-1"])).content.decode()
         assert (link in page) is shown, user
+
+
+def test_the_people_page_reads_in_chinese(world, pm):
+    client = Client(HTTP_ACCEPT_LANGUAGE="zh-hans")
+    client.force_login(pm)
+    page = client.get(reverse("people", args=["acme-1"])).content.decode()
+    for chinese in ("<h1>人员</h1>", "待接受", "ACME 的客户（仅其验收项目）", "发送邀请",
+                    "更改角色"):
+        assert chinese in page, chinese
+    for english in ("Change the role", "Send the invitation", ">pending<", "Invited by"):
+        assert english not in page, english
