@@ -1,13 +1,20 @@
-"""URLs of the People pages (login required), the invitation's link and password reset (both
-without login, under /accounts/ beside the login page)."""
+"""URLs of the People pages (login required) and their API (under /api/), the invitation's
+link and password reset (both without login, under /accounts/ beside the login page)."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from acceptance.people import views
+from acceptance.people import api, views
 from acceptance.people.forms import PasswordResetRequestForm
 
 urlpatterns = [
+    path("api/engagements/<str:name>/people/", api.PeopleView.as_view(), name="api-people"),
+    path("api/engagements/<str:name>/people/<int:user_id>/", api.MemberView.as_view(),
+         name="api-people-member"),
+    path("api/engagements/<str:name>/people/<int:user_id>/role/", api.MemberRoleView.as_view(),
+         name="api-people-role"),
+    path("api/engagements/<str:name>/invitations/<int:invitation_id>/revoke/",
+         api.InvitationRevokeView.as_view(), name="api-invitation-revoke"),
     path("engagements/<str:name>/people/", views.people, name="people"),
     path("engagements/<str:name>/people/invite/", views.people_invite, name="people-invite"),
     path("engagements/<str:name>/people/<int:user_id>/role/", views.people_role,

@@ -8,6 +8,8 @@ from django.contrib.auth.models import User
 from django.core.management import ManagementUtility
 from django.test import Client
 from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from acceptance.models import AuditEntry, Invitation, Membership
 from tests.web.conftest import make_user
@@ -215,11 +217,9 @@ def test_an_inactive_project_manager_does_not_count(world, pm):
 
 # --- manage.py member_add ------------------------------------------------------------------
 
-# The command closes the database connections when it ends (as from a shell), so these tests
-# run outside a test transaction.
-@pytest.fixture
-def engagement_a(transactional_db, engagement_a):
-    return engagement_a
+# The command closes the database connections when it ends (as from a shell), so its tests run
+# outside a test transaction.
+COMMITTED = pytest.mark.django_db(transaction=True)
 
 
 def member_add(*argv, capsys) -> tuple[int, str, str]:
@@ -232,6 +232,7 @@ def member_add(*argv, capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
+@COMMITTED
 def test_member_add_gives_an_existing_account_a_role(engagement_a, capsys):
     User.objects.create_user("ola", email="ola@acme.example")
     code, out, err = member_add("acme-1", "OLA@acme.example", "customer", "--actor", "ops",
@@ -243,6 +244,7 @@ def test_member_add_gives_an_existing_account_a_role(engagement_a, capsys):
     assert entry.actor == "ops" and entry.details["role"] == "customer"
 
 
+@COMMITTED
 def test_member_add_creates_an_account_when_asked(engagement_a, capsys):
     code, out, _err = member_add("acme-1", "pia@vendor.example", "engineer", "--create-user",
                                  capsys=capsys)
@@ -253,6 +255,7 @@ def test_member_add_creates_an_account_when_asked(engagement_a, capsys):
     assert Membership.objects.get(user__email="pia@vendor.example").role == "engineer"
 
 
+@COMMITTED
 @pytest.mark.parametrize("argv,message", [
     (("nope", "a@acme.example", "engineer"), "engagement: no engagement named 'nope'"),
     (("acme-1", "a@acme.example", "boss"), "role: 'boss' is not a role; use one of "
@@ -271,6 +274,7 @@ def test_member_add_refuses_bad_input_with_one_line_and_status_2(engagement_a, c
     assert not User.objects.exists()
 
 
+@COMMITTED
 def test_member_add_refuses_someone_who_has_a_role(engagement_a, customer_b, capsys):
     customer_b.email = "bob@globex.example"
     customer_b.save()
@@ -297,3 +301,58 @@ def test_the_people_page_reads_in_chinese(world, pm):
         assert chinese in page, chinese
     for english in ("Change the role", "Send the invitation", ">pending<", "Invited by"):
         assert english not in page, english
+
+
+# --- the same through the REST API, with tokens ---------------------------------------------
+
+def api_as(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def test_the_api_lists_invites_changes_and_removes_with_the_pages_rules(world, pm, engineer,
+                                                                        customer_a,
+                                                                        smtp_server):
+    base = "/api/engagements/acme-1"
+    listed = api_as(engineer).get(f"{base}/people/").json()
+    assert sorted(m["username"] for m in listed["members"]) == [
+        "carla-acme", "erin-engineer", "pat-pm"]
+    assert listed["invitations"][0]["status"] == "pending"
+    client = api_as(pm)
+    made = client.post(f"{base}/people/", {"email": "rae@acme.example", "role": "customer"},
+                       format="json")
+    assert made.status_code == 201
+    assert made.json()["invited"] is True and made.json()["invitation"]["status"] == "pending"
+    assert "token" not in str(made.json()).lower()  # the link goes by mail only
+    assert len(smtp_server.to("rae@acme.example")) == 1
+
+    changed = client.post(f"{base}/people/{engineer.pk}/role/", {"role": "project_manager"},
+                          format="json")
+    assert changed.status_code == 200 and changed.json()["role"] == "project_manager"
+    assert client.delete(f"{base}/people/{customer_a.pk}/").status_code == 204
+    revoked = client.post(f"{base}/invitations/{world['invitation'].pk}/revoke/")
+    assert revoked.status_code == 200 and revoked.json()["status"] == "revoked"
+    assert list(AuditEntry.objects.filter(actor="pat-pm").values_list("action", flat=True)) == [
+        "invitation sent", "role changed", "access removed", "invitation revoked"]
+
+
+def test_the_api_refuses_as_the_page_does(world, pm, engineer, customer_a, customer_b):
+    base = "/api/engagements/acme-1"
+    before = state()
+    assert api_as(customer_b).get(f"{base}/people/").status_code == 404
+    assert api_as(customer_a).get(f"{base}/people/").status_code == 403
+    assert api_as(engineer).post(f"{base}/people/", {"email": "x@acme.example",
+                                                     "role": "engineer"}).status_code == 403
+    client = api_as(pm)
+    bad = client.post(f"{base}/people/", {"email": "nope", "role": "engineer"}, format="json")
+    assert bad.status_code == 400 and "email" in bad.json()
+    wrong = client.post(f"{base}/people/{engineer.pk}/role/", {"role": "customer"},
+                        format="json")
+    assert wrong.status_code == 400
+    assert wrong.json()["role"][0].startswith("role: a customer role is given only to")
+    last = client.delete(f"{base}/people/{pm.pk}/")
+    assert last.status_code == 409 and "the last project manager" in last.json()["detail"]
+    assert client.delete(f"{base}/people/{customer_b.pk}/").status_code == 404
+    assert APIClient().get(f"{base}/people/").status_code == 401
+    assert state() == before
