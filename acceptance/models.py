@@ -346,3 +346,52 @@ class Membership(models.Model):
     def clean(self) -> None:
         if self.role == self.Role.CUSTOMER and self.organisation_id is None:
             raise ValidationError({"organisation": "a customer belongs to an organisation"})
+
+
+class Invitation(models.Model):
+    """An e-mailed, one-time invitation to the service with a role, sent from an engagement's
+    People page: the invitee sets a password from the link and gets a ``Membership``.
+
+    Only the sha256 of the link's token is stored (the mail carries the token itself). A link is
+    good once, until ``expires_at``, unless revoked; a customer invited from an engagement
+    belongs to that engagement's organisation.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        USED = "used"
+        REVOKED = "revoked"
+        EXPIRED = "expired"
+
+    engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE,
+                                   related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=Membership.Role.choices)
+    token_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    invited_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, blank=True,
+                                related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"invitation of {self.email} as {self.role} ({self.engagement})"
+
+    @staticmethod
+    def token_hash(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    def status(self, now) -> str:
+        if self.used_at is not None:
+            return self.Status.USED
+        if self.revoked_at is not None:
+            return self.Status.REVOKED
+        if now >= self.expires_at:
+            return self.Status.EXPIRED
+        return self.Status.PENDING
