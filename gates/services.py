@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from acceptance import events
 from acceptance.models import AuditEntry, Engagement, Organisation
 from acceptance.units import measurement_text
 from gates import evaluation
@@ -168,6 +169,7 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
     elif outcome == "passed" and not engagement.gates.filter(order__gt=gate.order).exists():
         engagement.state = Engagement.State.ACCEPTED
         engagement.save(update_fields=["state"])
+    events.announce(events.gate_decided, decision_id=decision.id)  # notifications
     return decision
 
 
