@@ -103,10 +103,6 @@ def notification_mute(request, name: str):
     return redirect("my-notifications")
 
 
-def _feed_urls(request, token: str) -> dict:
-    return {"all": request.build_absolute_uri(reverse("calendar-feed", args=[token]))}
-
-
 @login_required
 @require_GET
 def my_notifications(request):
@@ -115,12 +111,11 @@ def my_notifications(request):
     mutes = {(m.engagement_id, m.kind) for m in Mute.objects.filter(user=request.user)}
     rows = [{"engagement": e, "muted_all": (e.id, "") in mutes,
              "muted_kinds": [KINDS[k].words for (eid, k) in sorted(mutes)
-                             if eid == e.id and k],
-             "muted_kind_names": [k for (eid, k) in sorted(mutes) if eid == e.id and k]}
+                             if eid == e.id and k]}
             for e in engagements_for(request.user).order_by("name")]
     feed = CalendarFeed.objects.filter(user=request.user, revoked_at__isnull=True).first()
     return render(request, "notifications/mine.html", {
-        "rows": rows, "mute_form": MuteForm(), "feed": feed, "new_urls": None,
+        "rows": rows, "mute_form": MuteForm(), "feed": feed,
         "email": request.user.email})
 
 
@@ -142,7 +137,8 @@ def calendar_manage(request):
         reverse("calendar-feed-engagement", args=[token, e.name]))}
         for e in engagements_for(request.user).order_by("name")]
     return render(request, "notifications/calendar_new.html", {
-        "all_url": _feed_urls(request, token)["all"], "rows": rows})
+        "all_url": request.build_absolute_uri(reverse("calendar-feed", args=[token])),
+        "rows": rows})
 
 
 @require_GET

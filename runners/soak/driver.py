@@ -327,8 +327,9 @@ def soak_recover(*, after: timedelta | None = None) -> list[str]:
             reason = ("the worker stopped after recording the decision, before the signed "
                       "report: re-run the report")
             Soak.objects.filter(id=soak.id).update(state=Soak.State.DONE, error=reason)
-            GateRun.objects.filter(id=soak.gate_run_id, state=GateRun.State.RUNNING).update(
-                state=GateRun.State.FAILED, error=reason, finished_at=timezone.now())
+            if GateRun.objects.filter(id=soak.gate_run_id, state=GateRun.State.RUNNING).update(
+                    state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
+                events.announce(events.run_failed, gate_run_id=soak.gate_run_id)  # notifications
         else:  # evaluation is one transaction: nothing half-stored; evaluate again
             Soak.objects.filter(id=soak.id, state=Soak.State.EVALUATING).update(
                 state=Soak.State.COLLECTING)

@@ -211,3 +211,4 @@ def soak_report_failed(*, soak: Soak, decision: Decision, error: Exception) -> N
         state=GateRun.State.FAILED, finished_at=timezone.now(),
         error=f"decision recorded ({decision.outcome}) but the signed report could not be "
               f"issued: {type(error).__name__}: {error}")
+    events.announce(events.run_failed, gate_run_id=soak.gate_run_id)  # notifications

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from acceptance.celery import app
 from acceptance.models import Engagement
 from notifications import services
 from notifications.models import Delivery, Notice
@@ -83,3 +84,12 @@ def test_a_run_no_worker_picked_up_is_told_once(
     assert mail["message"]["Subject"] == "[acme-prod] G1 run #1 queued for 20 min"
     assert Notice.objects.filter(key=f"run_queued_too_long:{run.id}").exists()
     assert Delivery.objects.get().event == "run_queued_too_long"
+
+
+def test_celery_beat_runs_the_sweep_by_its_registered_name():
+    app.loader.import_default_modules()
+    [entry] = [e for e in app.conf.beat_schedule.values()
+               if e["task"] == "notifications.schedule_sweep"]
+    assert entry["schedule"] == 600.0
+    assert "notifications.schedule_sweep" in app.tasks
+    assert "notifications.delivery_send" in app.tasks
