@@ -15,6 +15,7 @@ import json
 import logging
 import secrets
 from datetime import date, datetime, timedelta
+from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
@@ -24,7 +25,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from acceptance.crypto import CredentialDecryptError
-from acceptance.models import Engagement, Membership
+from acceptance.models import AuditEntry, Engagement, Membership
 from acceptance.permissions import engagements_for
 from gates.models import Gate
 from notifications import senders
@@ -264,8 +265,24 @@ def webhook_save(*, engagement: Engagement, url: str, secret: str, kinds: list[s
     hook.url, hook.kinds, hook.updated_by, hook.active = url, list(kinds), actor, True
     if secret:
         hook.set_secret(secret)
-    hook.save()
+    with transaction.atomic():
+        hook.save()
+        AuditEntry.objects.create(
+            engagement=engagement, actor=actor, action="webhook_set",
+            reason="notification webhook set",
+            details={"host": urlsplit(url).hostname, "kinds": list(kinds),
+                     "secret_changed": bool(secret)})  # never the secret, nor the URL's path
     return hook
+
+
+@transaction.atomic
+def webhook_remove(*, engagement: Engagement, actor: str) -> bool:
+    """Remove the engagement's webhook (its deliveries stay recorded)."""
+    removed, _ = Webhook.objects.filter(engagement=engagement).delete()
+    if removed:
+        AuditEntry.objects.create(engagement=engagement, actor=actor, action="webhook_remove",
+                                  reason="notification webhook removed", details={})
+    return bool(removed)
 
 
 def mute_set(*, user, engagement: Engagement, kind: str, muted: bool) -> None:

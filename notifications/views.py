@@ -73,8 +73,12 @@ def notification_settings(request, name: str):
             form.add_error(field if field in form.fields else None, text or str(error))
             return _settings_page(request, engagement, webhook_form=form, status=400)
         messages.success(request, "The webhook was saved; its secret is not shown again.")
+    elif request.POST.get("form") == "webhook_remove":
+        services.webhook_remove(engagement=engagement, actor=request.user.get_username())
+        messages.success(request, "The webhook was removed.")
     else:
-        return HttpResponse("form: say which settings to save (subscriptions or webhook)",
+        return HttpResponse("form: say which settings to save (subscriptions, webhook or "
+                            "webhook_remove)",
                             status=400, content_type="text/plain")
     return redirect("notification-settings", name=engagement.name)
 

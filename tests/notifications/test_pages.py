@@ -126,3 +126,17 @@ def test_a_project_manager_finds_the_settings_from_their_notifications_page(clie
     assert 'href="/notifications/"' in page  # the navigation
     page = _as(client, customer).get("/notifications/").content.decode()
     assert 'href="/engagements/acme-prod/notifications/"' not in page
+
+
+def test_the_project_manager_removes_the_webhook_and_both_are_audited(client, acme, pm):
+    _as(client, pm)
+    client.post(SETTINGS, {"form": "webhook", "url": "https://hooks.acme.example/a/t0ken",
+                           "secret": WEBHOOK_SECRET, "kinds": ["gate_decided"]})
+    assert client.post(SETTINGS, {"form": "webhook_remove"}).status_code == 302
+    assert not Webhook.objects.exists()
+    audit = list(acme.audit.values_list("action", "actor", "details"))
+    assert audit == [
+        ("webhook_set", "pat-pm", {"host": "hooks.acme.example", "kinds": ["gate_decided"],
+                                   "secret_changed": True}),
+        ("webhook_remove", "pat-pm", {})]
+    assert client.post(SETTINGS, {"form": "other"}).status_code == 400
