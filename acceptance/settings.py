@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "runners",
     "runners.soak",
     "reports",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -116,7 +117,7 @@ CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_IGNORE_RESULT = True
 # The task modules (doors onto the services), found by name: runners.doorbell rings them.
-CELERY_IMPORTS = ("runners.tasks", "runners.soak.tasks")
+CELERY_IMPORTS = ("runners.tasks", "runners.soak.tasks", "notifications.tasks")
 CELERY_TASK_ACKS_LATE = False  # a probe run on a customer node is never re-delivered silently
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -168,6 +169,24 @@ SOAK_LAB_VENDOR_COMMANDS = {
 }
 SOAK_LAB_VLLM_EXECUTABLES = ["soak-vllm"]
 # --- end of the G4 soak allow-list -------------------------------------------------------
+
+# --- notifications (issue 20 items 4-5): e-mail, webhooks, calendar feeds -------------------
+# E-mail goes through Django's mail API (EMAIL_* settings). Links in notices and calendar feeds
+# start with ACCEPTANCE_BASE_URL. A webhook attempt times out after NOTIFY_WEBHOOK_TIMEOUT_S;
+# a failed delivery is tried NOTIFY_MAX_ATTEMPTS times in all, NOTIFY_RETRY_BASE_S × 2^n apart.
+NOTIFICATIONS_BASE_URL = env.str("ACCEPTANCE_BASE_URL", default="http://127.0.0.1:8000")
+NOTIFY_WEBHOOK_TIMEOUT_S = env.float("NOTIFY_WEBHOOK_TIMEOUT_S", default=5.0)
+NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=5)
+NOTIFY_RETRY_BASE_S = env.float("NOTIFY_RETRY_BASE_S", default=30.0)
+# A run whose node jobs no worker picked up for this long is "queued too long" (seconds).
+NOTIFY_QUEUED_TOO_LONG_SECONDS = env.float("NOTIFY_QUEUED_TOO_LONG_SECONDS", default=900.0)
+# Celery beat (`celery -A acceptance beat`) runs the sweep: due soon, overdue, queued too long.
+CELERY_BEAT_SCHEDULE = {
+    "notifications-schedule-sweep": {"task": "notifications.schedule_sweep",
+                                     "schedule": env.float("NOTIFY_SWEEP_SECONDS",
+                                                           default=600.0)},
+}
+# --- end of notifications --------------------------------------------------------------------
 
 LOGGING = {
     "version": 1,

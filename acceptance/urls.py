@@ -16,4 +16,5 @@ urlpatterns = [
     path("", include("runners.lab.urls")),  # the lab harness (stand-in nodes), by name
     path("", include("runners.soak.urls")),
     path("", include("reports.urls")),
+    path("", include("notifications.urls")),  # notifications and calendar feeds
 ]

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from acceptance import events
 from acceptance.models import (
     DEFAULT_REFERENCE_PROFILE,
     Array,
@@ -313,6 +314,7 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
     elif outcome == "passed" and not engagement.gates.filter(order__gt=gate.order).exists():
         engagement.state = Engagement.State.ACCEPTED
         engagement.save(update_fields=["state"])
+    events.announce(events.gate_decided, decision_id=decision.id)  # notifications
     return decision
 
 
