@@ -169,6 +169,15 @@ SOAK_LAB_VENDOR_COMMANDS = {
 SOAK_LAB_VLLM_EXECUTABLES = ["soak-vllm"]
 # --- end of the G4 soak allow-list -------------------------------------------------------
 
+# --- operations (issue 14 items 4, 8): metrics and raw-output retention ------------------
+# /metrics answers a scrape with "Authorization: Bearer <this>" (empty: staff sessions only).
+ACCEPTANCE_METRICS_TOKEN = env.str("ACCEPTANCE_METRICS_TOKEN", default="")
+# Raw outputs of an accepted engagement whose signed report embeds them may be pruned after
+# this many days (runners.retention); unset: never pruned.
+ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS = env.int("ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS",
+                                               default=None)
+# --- end of operations -------------------------------------------------------------------
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

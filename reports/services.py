@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from datetime import UTC
 from pathlib import Path
 
@@ -252,7 +253,10 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
                     signoff_complete: bool) -> Report:
     label = (f"{context.gate_code} decision: {context.decision_outcome}" if kind == "gate"
              else f"final acceptance report: {context.decision_outcome}")
-    signed = sign_pdf(render_gate_report_pdf(context), reason=f"{label} (v{version})")
+    pdf = render_gate_report_pdf(context)
+    signing_started = time.monotonic()
+    signed = sign_pdf(pdf, reason=f"{label} (v{version})")
+    signing_seconds = time.monotonic() - signing_started
     check = verify_pdf(signed)
     if not check.valid:
         raise RuntimeError(f"the freshly signed report does not verify: {check.summary}")
@@ -262,7 +266,7 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
         replaces=replaces, reason=reason, issued_by=issued_by, signoff_complete=signoff_complete,
         path=str(path), sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
         signer=check.signer, signed_at=check.signed_at or timezone.now(),
-        simulated=context.simulated,
+        simulated=context.simulated, signing_seconds=signing_seconds,
     )
 
 
