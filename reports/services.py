@@ -58,6 +58,7 @@ from reports.signing import CustomerTrust, VerificationResult, sign_pdf, verify_
 from runners.charts import gate_run_charts
 from runners.models import GateRun
 from runners.probes import PROBES
+from runners.retention import pruned_output
 from runners.soak.report import soak_report_section
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
@@ -98,11 +99,13 @@ def _section(decision: Decision) -> GateSection:
     for run in (gate_run.evidence_probe_runs().select_related("node")
                 .order_by("started_at", "id")):
         raw = bytes(run.stdout)
+        if run.stdout_pruned_at is not None:  # retention: read back from the signed report
+            raw = pruned_output(run)
         runs.append(EvidenceRow(
             node=run.node.name if run.node else "service", probe=run.probe,
             command=_display_command(run), tool_version=run.tool_version,
             started_at=run.started_at, finished_at=run.finished_at, exit_code=run.exit_code,
-            sha256=run.stdout_sha256 or hashlib.sha256(raw).hexdigest(),
+            sha256=run.stdout_sha256 or hashlib.sha256(raw or b"").hexdigest(),
             simulated=run.simulated, state=run.state, raw_output=raw,
         ))
     return GateSection(
