@@ -51,14 +51,13 @@ from reports.context import (
     ScheduleRow,
     SignOffRow,
 )
-from reports.evidence import SUMMARY_NAME, embedded_files
+from reports.evidence import SUMMARY_NAME, embedded_files, embedded_output
 from reports.models import CustomerCertificate, Report, ReportDownload, SignOff
 from reports.render import django_language, render_gate_report_pdf
 from reports.signing import CustomerTrust, VerificationResult, sign_pdf, verify_pdf
 from runners.charts import gate_run_charts
 from runners.models import GateRun
 from runners.probes import PROBES
-from runners.retention import pruned_output
 from runners.soak.report import soak_report_section
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
@@ -99,8 +98,10 @@ def _section(decision: Decision) -> GateSection:
     for run in (gate_run.evidence_probe_runs().select_related("node")
                 .order_by("started_at", "id")):
         raw = bytes(run.stdout)
-        if run.stdout_pruned_at is not None:  # retention: read back from the signed report
-            raw = pruned_output(run)
+        if run.stdout_pruned_at is not None:  # retention: read back from a signed report
+            raw = embedded_output(Report.objects.filter(engagement_id=gate.engagement_id)
+                                  .order_by("-id").values_list("path", flat=True),
+                                  run.stdout_sha256)
         runs.append(EvidenceRow(
             node=run.node.name if run.node else "service", probe=run.probe,
             command=_display_command(run), tool_version=run.tool_version,

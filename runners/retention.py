@@ -12,10 +12,11 @@ holds:
   bytes to be pruned (``reports.render`` embeds each run's stdout as ``evidence/NNN-….out``).
 
 Stderr is never embedded in a report, so it is kept. What is kept of a pruned run: its sha256,
-its size, and ``stdout_pruned_at``; ``pruned_output`` reads the bytes back from the report
-that embeds them (so a later report version still carries the evidence). Every pruning is
-audited on the engagement (``AuditEntry`` ``raw_outputs_pruned``: counts, bytes, the sha256
-list, the reports that embed them). ``dry_run`` says what would go and changes nothing.
+its size, and ``stdout_pruned_at``; ``reports.evidence.embedded_output`` reads the bytes back
+from the report that embeds them (so a later report version still carries the evidence).
+Every pruning is audited on the engagement (``AuditEntry`` ``raw_outputs_pruned``: counts,
+bytes, the sha256 list, the reports that embed them). ``dry_run`` says what would go and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -155,19 +156,3 @@ def raw_outputs_prune(*, dry_run: bool = False, days: int | None = None,
             engagement, dry_run=dry_run, now=now, days=days,
             problems=summary.unverified_reports))
     return summary
-
-
-def pruned_output(run: ProbeRun) -> bytes | None:
-    """The raw stdout of a pruned run, read back from the report that embeds it; None when no
-    report file of its engagement holds bytes with its sha256 any more."""
-    reports = Report.objects.filter(engagement_id=run.gate_run.gate.engagement_id)
-    for report in reports.order_by("-id"):
-        try:
-            files = embedded_files(Path(report.path).read_bytes())
-        except (OSError, ValueError):
-            continue
-        for name, content in files.items():
-            if name.startswith("evidence/") and \
-                    hashlib.sha256(content).hexdigest() == run.stdout_sha256:
-                return content
-    return None
