@@ -114,10 +114,12 @@ def test_it_restores_a_backup_into_a_fresh_installation_and_every_report_verifie
                    "from runners.models import ProbeRun\n"
                    "r = Report.objects.get()\n"
                    "print(r.path)\n"
+                   "print(0 < r.signing_seconds < 60)\n"
                    "print(len(Credential.objects.first().private_key()) > 100)\n"
                    "print(ProbeRun.objects.filter(node__isnull=False).count())")
     assert check.returncode == 0, check.stderr
-    path, decrypts, probe_runs = check.stdout.split()[-3:]
+    path, timed, decrypts, probe_runs = check.stdout.split()[-4:]
+    assert timed == "True"  # the signing time the metrics read was recorded and restored
     assert path.startswith(str(tmp_path / "fresh"))
     assert decrypts == "True"
     assert int(probe_runs) == 47  # inventory + 23 self-tests + 23 SMART logs, all restored
