@@ -185,18 +185,30 @@ def _credentials_key() -> bytes | None:
     return path.read_bytes().strip() if path.exists() else None
 
 
+def _sha256_of(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
 def _add(archive: tarfile.TarFile, name: str, data_or_path: bytes | Path, manifest: dict) -> None:
+    """One member, streamed from its file (constant memory for a large dump or report)."""
+    info = tarfile.TarInfo(name)
+    info.mode, info.mtime = 0o600, int(timezone.now().timestamp())
     if isinstance(data_or_path, Path):
         try:
-            data = data_or_path.read_bytes()
+            digest, info.size = _sha256_of(data_or_path)
+            with open(data_or_path, "rb") as handle:
+                archive.addfile(info, handle)
         except OSError as e:
             raise BackupError(f"cannot read {data_or_path}: {e.strerror}") from None
     else:
-        data = data_or_path
-    info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), 0o600, int(timezone.now().timestamp())
-    archive.addfile(info, io.BytesIO(data))
-    manifest[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        digest, info.size = hashlib.sha256(data_or_path).hexdigest(), len(data_or_path)
+        archive.addfile(info, io.BytesIO(data_or_path))
+    manifest[name] = {"sha256": digest, "size": info.size}
 
 
 def backup_write(*, out: Path) -> BackupSummary:
@@ -233,8 +245,7 @@ def backup_write(*, out: Path) -> BackupSummary:
     except BaseException:
         out.unlink(missing_ok=True)
         raise
-    digest = hashlib.sha256(out.read_bytes()).hexdigest()
-    return BackupSummary(out, engine, manifest["reports"], len(members), digest)
+    return BackupSummary(out, engine, manifest["reports"], len(members), _sha256_of(out)[0])
 
 
 # --- reading an archive back -------------------------------------------------------------
@@ -313,7 +324,7 @@ def _destinations(manifest: dict) -> list[tuple[str, Path]]:
 
 
 def _same(path: Path, staged: Path) -> bool:
-    return path.read_bytes() == staged.read_bytes()
+    return _sha256_of(path) == _sha256_of(staged)
 
 
 def _conflicts(manifest: dict, staging: Path, files: list[tuple[str, Path]]) -> str:
@@ -339,11 +350,12 @@ def _conflicts(manifest: dict, staging: Path, files: list[tuple[str, Path]]) -> 
     return ""
 
 
-def _write_file(target: Path, data: bytes) -> None:
+def _write_file(target: Path, source: Path) -> None:
+    """A new file (0600, never over an existing one) with ``source``'s bytes, streamed."""
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+    with os.fdopen(fd, "wb") as handle, open(source, "rb") as origin:
+        shutil.copyfileobj(origin, handle, 1 << 20)
 
 
 def _reports_moved(old_dir: str) -> str:
@@ -396,13 +408,13 @@ def backup_restore(*, archive: Path) -> RestoreSummary:
         written = 0
         for name, target in files:
             if not target.exists():
-                _write_file(target, (staging / name).read_bytes())
+                _write_file(target, staging / name)
                 written += 1
         notes = []
         if CREDENTIALS_MEMBER in manifest["members"] and not settings.CREDENTIALS_KEY:
             path = Path(settings.VAR_DIR) / "credentials.key"
             if not path.exists():
-                _write_file(path, (staging / CREDENTIALS_MEMBER).read_bytes())
+                _write_file(path, staging / CREDENTIALS_MEMBER)
                 written += 1
         if any(name.startswith("signing/configured/") for name, _ in files):
             notes.append(f"the configured signing identity is in "
