@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from acceptance.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -17,4 +19,5 @@ urlpatterns = [
     path("", include("runners.soak.urls")),
     path("", include("reports.urls")),
     path("", include("notifications.urls")),  # notifications and calendar feeds
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (token or staff only)
 ]
