@@ -30,6 +30,7 @@ from acceptance.pages.words import ORIGIN_WORDS
 from acceptance.permissions import Role, engagement_for, has_role
 from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
 from gates.models import Gate
+from gates.presentation import criterion_text
 from gates.services import GateRefused, gate_check_runnable
 from runners import pages
 from runners.control import gate_run_cancel
@@ -256,7 +257,7 @@ def gate_run_launch(request, name: str, code: str):
     runs = [{"url": reverse("run-detail", args=[r.id]), "attempt": r.attempt, "state": r.state,
              "state_text": pages.state_label(r.state), "by": r.started_by, "at": r.created_at}
             for r in gate.runs.order_by("-attempt")[:10]]
-    criteria = [{"description": data_text(c.description), "metric": c.metric}
+    criteria = [{"description": criterion_text(c), "metric": c.metric}
                 for c in gate.criteria.all()]
     return render(request, "runners/gate_launch.html", {
         "engagement": engagement, "engagement_url": engagement_url(engagement.name),
@@ -280,7 +281,7 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
         "run": gate_run, "engagement": engagement, "gate": gate_run.gate,
         "engagement_url": engagement_url(engagement.name),
         "state_text": pages.state_label(gate_run.state), "over": over,
-        "simulated": pages.run_simulated(gate_run), "rows": rows,
+        "simulated": pages.run_simulated(gate_run), "lab": engagement.is_lab, "rows": rows,
         "counts": pages.run_counts(rows), "log": pieces, "log_complete": complete,
         "polling": not complete,
         "live_url": reverse("run-live", args=[gate_run.id]) + "?" + cursor.query(),
