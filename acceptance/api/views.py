@@ -33,7 +33,7 @@ from acceptance.api.errors import Conflict
 from acceptance.models import Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
-from gates.services import GateRefused
+from gates.services import GateRefused, ThresholdInvalid, criterion_threshold_edit
 from reports.api import ReportActionsMixin, ReportVersionSerializer
 from reports.models import Report
 from reports.services import download_record
@@ -218,6 +218,36 @@ class CriterionViewSet(ScopedViewSet):
     def base_queryset(self):
         return (Criterion.objects.select_related("gate__engagement")
                 .order_by("gate__engagement__name", "gate__order", "position"))
+
+    @extend_schema(
+        request=s.CriterionThresholdSerializer,
+        responses={200: s.CriterionSerializer,
+                   400: OpenApiResponse(description="a bound the criterion's rule refuses "
+                                                    "(named: threshold, threshold_high, "
+                                                    "reference_value, tolerance) or no reason"),
+                   403: OpenApiResponse(description="not a project manager"),
+                   409: OpenApiResponse(description="the engagement is accepted, a run of "
+                                                    "the gate is in progress, or nothing "
+                                                    "would change")},
+        summary="change a criterion's bounds (project managers), audited with the reason")
+    @action(detail=True, methods=["post"])
+    def threshold(self, request, pk=None):
+        criterion = self.get_object()
+        if not has_role(request.user, Role.PROJECT_MANAGER):
+            raise PermissionDenied("only project managers may change a threshold")
+        body = s.CriterionThresholdSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        values = {k: v for k, v in body.validated_data.items() if k != "reason"}
+        try:
+            criterion_threshold_edit(criterion=criterion, actor=request.user.get_username(),
+                                     reason=body.validated_data["reason"], values=values)
+        except ThresholdInvalid as error:
+            raise ValidationError({error.field: [str(error)]}) from None
+        except ValueError as refusal:
+            raise Conflict(str(refusal)) from None
+        criterion = self.base_queryset().get(pk=criterion.pk)
+        return Response(s.CriterionSerializer(criterion,
+                                              context=self.get_serializer_context()).data)
 
 
 @extend_schema(tags=["runs"])
