@@ -13,7 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from acceptance.models import Engagement
+from acceptance.models import AuditEntry, Engagement
 from gates.evaluation import threshold_text
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
 from gates.presentation import criterion_text
@@ -267,3 +267,11 @@ class ReportSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.URI)
     def get_download_url(self, report: Report) -> str:
         return _absolute(self, reverse("api-report-download", kwargs={"pk": report.pk}))
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    engagement = serializers.CharField(source="engagement.name", read_only=True)
+
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "engagement", "at", "actor", "action", "reason", "details"]

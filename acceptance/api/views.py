@@ -1,4 +1,6 @@
-"""The REST API: read-only views of the evidence ledger and two actions (start, cancel a run).
+"""The REST API: read-only views of the evidence ledger (measurements, decisions and the audit
+trail also as CSV: ``?format=csv``, ``acceptance.api.csv``) and its actions (start, cancel,
+re-run a run; change a criterion's threshold, project managers).
 
 Permissions are the pages' (``acceptance.permissions``): every queryset is filtered through
 ``engagements_for(request.user)``, so an object of an engagement the user may not see answers
@@ -29,14 +31,16 @@ from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from acceptance.api import serializers as s
+from acceptance.api.csv import CSVListMixin
 from acceptance.api.errors import Conflict
-from acceptance.models import Engagement
+from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
 from gates.services import GateRefused, ThresholdInvalid, criterion_threshold_edit
 from reports.api import ReportActionsMixin, ReportVersionSerializer
 from reports.models import Report
 from reports.services import download_record
+from runners import exports
 from runners.control import gate_run_cancel
 from runners.dispatch import ConfirmationRequired
 from runners.launch import LaunchInvalid, gate_launch
@@ -419,11 +423,17 @@ class ProbeRunViewSet(ScopedViewSet):
           probe_run=("probe_run_id", int, "probe run id"),
           node=("node__name", str, "node name"),
           derived=("derived", bool, "true: derived figures only; false: read figures only"))
-class MeasurementViewSet(ScopedViewSet):
-    """Measurements in METRICS.md's JSON (metric, value, unit, labels) plus ids."""
+class MeasurementViewSet(CSVListMixin, ScopedViewSet):
+    """Measurements in METRICS.md's JSON (metric, value, unit, labels) plus ids; the list
+    also as CSV (``?format=csv``: every filtered row, unit and value text included)."""
 
     serializer_class = s.MeasurementSerializer
     engagement_path = "gate_run__gate__engagement"
+    csv_name = "measurements"
+
+    @staticmethod
+    def csv_rows(queryset):
+        return exports.MEASUREMENT_HEADER, exports.measurement_rows(queryset)
 
     def base_queryset(self):
         return (Measurement.objects.select_related("node")
@@ -434,11 +444,18 @@ class MeasurementViewSet(ScopedViewSet):
 @extend_schema(tags=["decisions"])
 @filtered(**_gate_filters, gate_run=("gate_run_id", int, "gate run id"),
           outcome=("outcome", str, "passed, stopped or review"))
-class DecisionViewSet(ScopedViewSet):
-    """Decisions with every criterion's verdict and the measurements it used."""
+class DecisionViewSet(CSVListMixin, ScopedViewSet):
+    """Decisions with every criterion's verdict and the measurements it used; the list also
+    as CSV (``?format=csv``: one row per verdict)."""
 
     serializer_class = s.DecisionSerializer
     engagement_path = "gate__engagement"
+    csv_name = "decisions"
+
+    @staticmethod
+    def csv_rows(queryset):
+        return exports.DECISION_HEADER, exports.decision_rows(
+            CriterionVerdict.objects.filter(decision__in=queryset.values("id")))
 
     def base_queryset(self):
         verdicts = (CriterionVerdict.objects.select_related("criterion")
@@ -448,6 +465,24 @@ class DecisionViewSet(ScopedViewSet):
         return (Decision.objects.select_related("gate__engagement", "report")
                 .prefetch_related(Prefetch("verdicts", queryset=verdicts))
                 .order_by("-decided_at", "-id"))
+
+
+@extend_schema(tags=["engagements"])
+@filtered(engagement=("engagement__name", str, "engagement name"),
+          gate_run=("details__gate_run", int, "gate run id the entry names"),
+          action=("action", str, "what was done (criterion threshold changed, node re-run …)"))
+class AuditEntryViewSet(CSVListMixin, ScopedViewSet):
+    """The audit trail: who did what, when and why, oldest first; also as CSV."""
+
+    serializer_class = s.AuditEntrySerializer
+    csv_name = "audit"
+
+    def base_queryset(self):
+        return AuditEntry.objects.select_related("engagement").order_by("at", "id")
+
+    @staticmethod
+    def csv_rows(queryset):
+        return exports.AUDIT_HEADER, exports.audit_rows(queryset)
 
 
 @extend_schema(tags=["reports"])
