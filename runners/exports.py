@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from acceptance.models import AuditEntry, Engagement
 from acceptance.units import measured_text
@@ -118,7 +118,7 @@ def engagement_export(engagement: Engagement, kind: str) -> str:
 
 def run_audit(gate_run: GateRun) -> QuerySet[AuditEntry]:
     """The audit entries about ``gate_run``: those whose details name it."""
-    return AuditEntry.objects.filter(Q(details__gate_run=gate_run.id),
+    return AuditEntry.objects.filter(details__gate_run=gate_run.id,
                                      engagement_id=gate_run.gate.engagement_id)
 
 
