@@ -75,14 +75,14 @@ class CriterionThresholdForm(forms.Form):
         values = {name: cleaned.get(name) for name in self.editable}
         if any(v is None for v in values.values()):
             return cleaned  # the field's own error says what is wrong
-        operator = self.criterion.operator
-        if operator == "between" and values["threshold"] > values["threshold_high"]:
-            self.add_error("threshold_high",
-                           _("The high end must not be below the low end."))
-        if operator == "within" and values["tolerance"] <= 0:
-            self.add_error("tolerance", _("The tolerance must be above 0."))
-        if operator == "within" and values["reference_value"] == 0:
-            self.add_error("reference_value", _("The reference value must not be 0."))
+        proposed = copy.copy(self.criterion)  # the model's rule judges the new values
+        for name, value in values.items():
+            setattr(proposed, name, value)
+        try:
+            proposed.clean()
+        except ValidationError as error:
+            for name, messages in error.message_dict.items():
+                self.add_error(name if name in self.fields else None, messages)
         current = {name: getattr(self.criterion, name) for name in self.editable}
         if not self.errors and values == current:
             raise forms.ValidationError(

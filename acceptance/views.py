@@ -31,6 +31,7 @@ from acceptance.permissions import (
     role_of,
 )
 from acceptance.services import bom_item_tick, engagement_reopen
+from gates.presentation import criterion_text
 from gates.services import criterion_threshold_edit, gate_review_accept
 
 
@@ -128,6 +129,7 @@ def criterion_edit(request, name: str, code: str, key: str):
     return render(request, "acceptance/criterion_edit.html", {
         "engagement": engagement, "gate_title": gate_title(gate), "criterion": criterion,
         "requirement": criterion_requirement(criterion), "form": form,
+        "description": criterion_text(criterion),
         "back_url": _detail_url(name, f"gate-{gate.code}"),
     })
 

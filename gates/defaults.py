@@ -181,20 +181,21 @@ DEFAULT_GATES = [
             {"probe": "vllm_bench_serve", "role": "inference", "params": G2_BENCH_PARAMS},
         ],
         "criteria": [
-            _criterion("line-efficiency", "Sequential read reaches 83 % of the link's line rate",
+            _criterion("line-efficiency",
+                       "Sequential read reaches {threshold} of the link's line rate",
                        "line_efficiency", ">=", "ratio",
                        "DOMAIN.md G2: ≥ 83 % line efficiency (100 GbE = 12.5 GB/s)",
                        threshold=LINE_EFFICIENCY_MIN),
             _criterion("fio-job-errors", "No fio job reported an error", "job_errors", "<=", "1",
                        "RUNBOOK §3.2: a failed fio job cannot count", aggregation="sum",
                        threshold=0),
-            _criterion("baseline-ttft", "TTFT p50 at concurrency 16 within ±10 % of R2",
+            _criterion("baseline-ttft", "TTFT p50 at concurrency 16 within ±{tolerance} of R2",
                        "ttft_p50", "within", "s",
                        "R2 local NVMe, concurrency 16: TTFT p50 17.31 s",
                        reference_value=R2_LOCAL_NVME_C16_TTFT_P50_S, tolerance=BASELINE_TOLERANCE,
                        label_filter={"concurrency": "16"}),
             _criterion("baseline-throughput",
-                       "Output throughput at concurrency 16 within ±10 % of R2",
+                       "Output throughput at concurrency 16 within ±{tolerance} of R2",
                        "output_throughput", "within", "tok/s",
                        "R2 local NVMe, concurrency 16: 53.6 output tok/s",
                        reference_value=R2_LOCAL_NVME_C16_OUTPUT_TOK_S,
@@ -221,21 +222,23 @@ DEFAULT_GATES = [
              "arm_params": G3_ARMS},
         ],
         "criteria": [
-            _criterion("ttft-reduction", "TTFT p50 reduced by at least 25 % vs local NVMe "
-                       "(mean of the rounds)", "ttft_reduction", ">=", "ratio",
+            _criterion("ttft-reduction", "TTFT p50 reduced by at least {threshold} vs local "
+                       "NVMe (mean of the rounds)", "ttft_reduction", ">=", "ratio",
                        "DOMAIN.md G3; R2: −26 % … −32 %", threshold=0.25,
                        label_filter={"arm": "array", "round": "mean"}),
-            _criterion("throughput-gain", "Output throughput gain inside +29 % … +40 % (mean "
-                       "of the rounds)", "throughput_gain", "between", "ratio",
+            _criterion("throughput-gain", "Output throughput gain inside +{threshold} … "
+                       "+{threshold_high} (mean of the rounds)", "throughput_gain", "between",
+                       "ratio",
                        "R2: +29 % (c8) … +40 % (c16)", threshold=0.29, threshold_high=0.40,
                        above_range_verdict="review",
                        label_filter={"arm": "array", "round": "mean"}),
-            _criterion("round-deviation", "Two rounds agree within 5 % for every figure and arm",
+            _criterion("round-deviation",
+                       "Two rounds agree within {threshold} for every figure and arm",
                        "round_deviation", "<=", "ratio", "DOMAIN.md repeatability; R3: two "
                        "rounds within 5 %", threshold=ROUND_DEVIATION_MAX,
                        above_range_verdict="unstable"),
             _criterion("readback-efficiency",
-                       "8 nodes sharing one array: aggregate read-back ≥ 83 % of line rate",
+                       "8 nodes sharing one array: aggregate read-back ≥ {threshold} of line rate",
                        "line_efficiency", ">=", "ratio", "DOMAIN.md G3; R1: one array serves 8 "
                        "inference nodes", threshold=LINE_EFFICIENCY_MIN,
                        label_filter={"scope": "aggregate"}),
@@ -254,23 +257,23 @@ DEFAULT_GATES = [
         # during and after every fault window (labels scope, fault, phase): the bounds of
         # issue 7 §2 as data.
         "criteria": [
-            _criterion("soak-duration", "Continuous load held for 72 h", "soak_duration", ">=",
-                       "s", "DOMAIN.md G4: 72 h continuous load", aggregation="min",
+            _criterion("soak-duration", "Continuous load held for {threshold}", "soak_duration",
+                       ">=", "s", "DOMAIN.md G4: 72 h continuous load", aggregation="min",
                        threshold=SOAK_SECONDS),
             _criterion("error-rate", "No failed request, in steady state and before, during "
                        "and after every fault", "request_error_rate", "<=", "ratio",
                        "DOMAIN.md G4: injected faults cause no service impact; RUNBOOK §5.1 "
                        "error rate = failed ÷ (completed + failed)", threshold=0),
             _criterion("no-interruption", "No gap between successful completions longer than "
-                       "60 s", "completion_gap_max", "<=", "s",
+                       "{threshold}", "completion_gap_max", "<=", "s",
                        "DOMAIN.md G4: continuous load with no interruption", threshold=60),
-            _criterion("ttft-p99", "TTFT p99 at most 25 % above the pre-fault baseline",
+            _criterion("ttft-p99", "TTFT p99 at most {threshold} above the pre-fault baseline",
                        "baseline_deviation", "<=", "ratio",
                        "issue 7 §2: TTFT p99 within set bounds of the pre-fault baseline "
                        "(RUNBOOK §5.1 p99_ttft_ms per window)", threshold=SOAK_TTFT_P99_RISE_MAX,
                        label_filter={"figure": "ttft_p99"}),
-            _criterion("throughput", "Output throughput at most 10 % below the pre-fault "
-                       "baseline", "baseline_deviation", ">=", "ratio",
+            _criterion("throughput", "Output throughput at most {-threshold} below the "
+                       "pre-fault baseline", "baseline_deviation", ">=", "ratio",
                        "issue 7 §2: throughput within set bounds of the pre-fault baseline "
                        "(RUNBOOK §5.1 output_throughput per window)",
                        threshold=-SOAK_THROUGHPUT_DROP_MAX,

@@ -5,8 +5,11 @@ DOMAIN.md (``gates.defaults``); editing a threshold changes only that engagement
 recorded in the audit trail. Evaluation is a pure function (``gates.evaluation``).
 """
 
+import math
+from dataclasses import dataclass
 from datetime import timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from acceptance.models import Engagement
@@ -71,6 +74,64 @@ class Gate(models.Model):
         return self.engagement.gates.filter(order__lt=self.order)
 
 
+@dataclass(frozen=True)
+class ThresholdRule:
+    """What a bound of a criterion may be, by what it measures (METRICS.md units): ``low`` …
+    ``high`` (None: unbounded; ``low_open``: the low end itself is not allowed), a whole
+    number when ``integer``; ``text`` says it in words for a refusal."""
+
+    text: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    integer: bool = False
+
+    def allows(self, value: float) -> bool:
+        if not math.isfinite(value) or (self.integer and not float(value).is_integer()):
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or value <= self.high
+
+
+#: By canonical unit (METRICS.md); ``METRIC_THRESHOLD_RULES`` overrides for figures whose
+#: formula allows more (a gain or a deviation may be negative) or less (a drive count).
+UNIT_THRESHOLD_RULES = {
+    "ratio": ThresholdRule("a ratio between 0 and 1 (0.83 means 83 %)", 0, 1),
+    "s": ThresholdRule("a time in seconds above 0", 0, low_open=True),
+    "1": ThresholdRule("a count: a whole number of at least 0", 0, integer=True),
+    "%": ThresholdRule("a percentage between 0 and 100", 0, 100),
+    "K": ThresholdRule("a temperature in kelvin above 0", 0, low_open=True),
+    "B/s": ThresholdRule("a rate in B/s above 0", 0, low_open=True),
+    "B": ThresholdRule("a size in bytes above 0", 0, low_open=True),
+    "1/s": ThresholdRule("a rate per second above 0", 0, low_open=True),
+    "tok/s": ThresholdRule("a rate in tok/s above 0", 0, low_open=True),
+}
+METRIC_THRESHOLD_RULES = {
+    "drive_count": ThresholdRule("a drive count: a whole number of at least 1", 1,
+                                 integer=True),
+    "throughput_gain": ThresholdRule("a gain ratio above −1 (0.29 means +29 %)", -1,
+                                     low_open=True),
+    "baseline_deviation": ThresholdRule(
+        "a deviation ratio above −1 (−0.10 means 10 % below the reference)", -1,
+        low_open=True),
+}
+TOLERANCE_RULE = ThresholdRule("a ratio above 0 and at most 1 (0.10 means ±10 %)", 0, 1,
+                               low_open=True)
+#: The bounds each operator needs (the rest of a criterion is its definition).
+OPERATOR_BOUNDS = {
+    ">=": ("threshold",),
+    "<=": ("threshold",),
+    "between": ("threshold", "threshold_high"),
+    "within": ("reference_value", "tolerance"),
+}
+
+
+def threshold_rule(metric: str, unit: str) -> ThresholdRule | None:
+    """The rule for a bound of ``metric`` in ``unit``; None for a unit METRICS.md lacks."""
+    return METRIC_THRESHOLD_RULES.get(metric) or UNIT_THRESHOLD_RULES.get(unit)
+
+
 class Criterion(models.Model):
     """One figure a gate requires, as data.
 
@@ -120,6 +181,32 @@ class Criterion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gate.code} {self.key}"
+
+    def clean(self) -> None:
+        """Refuse bounds that cannot mean what the criterion measures, each error naming the
+        field and the rule: a ratio 0 … 1, a time above 0, a drive count a whole number ≥ 1,
+        ``between`` low ≤ high, a ``within`` tolerance 0 < t ≤ 1 around a non-zero reference.
+        The page, the API (``gates.services.criterion_threshold_edit``) and the admin (its
+        ModelForm calls this) share it."""
+        errors: dict[str, str] = {}
+        rule = threshold_rule(self.metric, self.unit)
+        for name in OPERATOR_BOUNDS.get(self.operator, ()):
+            value = getattr(self, name)
+            if value is None:
+                errors[name] = f"{name}: operator {self.operator} needs it"
+                continue
+            field_rule = TOLERANCE_RULE if name == "tolerance" else rule
+            if field_rule is not None and not field_rule.allows(value):
+                what = "the tolerance" if name == "tolerance" else self.metric
+                errors[name] = f"{name}: {what} is {field_rule.text}; {value:g} is not"
+        if self.operator == "between" and not errors and self.threshold > self.threshold_high:
+            errors["threshold"] = (f"threshold: the low threshold is above the high one "
+                                   f"({self.threshold:g} > {self.threshold_high:g})")
+        if self.operator == "within" and "reference_value" not in errors \
+                and self.reference_value == 0:
+            errors["reference_value"] = "reference_value: the reference value must not be 0"
+        if errors:
+            raise ValidationError(errors)
 
 
 class Decision(models.Model):

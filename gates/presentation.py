@@ -13,15 +13,51 @@ its live check rows directly. Nothing here queries: the rows are plain frozen da
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from acceptance.data_texts import data_text, explanation_text
 from acceptance.units import measured_text
 
 if TYPE_CHECKING:
-    from gates.models import CriterionVerdict
+    from gates.models import Criterion, CriterionVerdict
+
+# A bound named in a description ("Sequential read reaches {threshold} of the link's line
+# rate"); "{-threshold}" says a negative bound as its size ("at most {-threshold} below").
+_BOUND = re.compile(r"\{(-?)(threshold|threshold_high|reference_value|tolerance)\}")
+BOUND_FIELDS = ("threshold", "threshold_high", "reference_value", "tolerance")
+
+
+def bound_words(value: float, unit: str, name: str) -> str:
+    """A bound as a description says it: a ratio or a tolerance in % (0.83 → "83 %"), a
+    whole number of hours as hours (259200 s → "72 h"), else the value and its unit."""
+    if name == "tolerance" or unit == "ratio":
+        return f"{value * 100:g} %"
+    if unit == "s" and value >= 3600 and value % 3600 == 0:
+        return f"{value / 3600:g} h"
+    return f"{value:g}" if unit == "1" else f"{value:g} {unit}"
+
+
+def description_with_bounds(description: str, bounds: Mapping[str, Any], unit: str) -> str:
+    """``description`` in the active language with each ``{bound}`` replaced by the stored
+    value of ``bounds`` (a criterion's fields or a verdict's snapshot of them), so the text
+    always says what is stored; a description without placeholders is shown as it is."""
+    def bound(found: re.Match[str]) -> str:
+        value = bounds.get(found[2])
+        if value is None:
+            return found[0]
+        return bound_words(-value if found[1] else value, unit, found[2])
+
+    return _BOUND.sub(bound, data_text(description))
+
+
+def criterion_text(criterion: Criterion) -> str:
+    """The criterion's description with its stored bounds, in the active language."""
+    return description_with_bounds(
+        criterion.description, {f: getattr(criterion, f) for f in BOUND_FIELDS},
+        criterion.unit)
 
 #: Every verdict a row may carry: the evaluation's (``gates.evaluation``) and ``waiting``, a
 #: live soak check before its first judgement.
@@ -62,7 +98,8 @@ def verdict_row(verdict: CriterionVerdict, *, words: Mapping[str, object] | None
     snapshot = verdict.criterion_snapshot
     return VerdictRow(
         key=snapshot.get("key", ""), metric=snapshot["metric"],
-        description=data_text(snapshot.get("description", "")),
+        description=description_with_bounds(snapshot.get("description", ""), snapshot,
+                                            snapshot.get("unit", verdict.unit)),
         requirement=snapshot["requirement"],
         measured=verdict.measured_value, unit=verdict.unit,
         measured_text=measured_text(verdict.measured_value, verdict.unit),

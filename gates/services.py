@@ -26,7 +26,7 @@ from acceptance.models import (
 from acceptance.units import measurement_text
 from gates import evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
-from gates.models import Criterion, CriterionVerdict, Decision, Gate
+from gates.models import OPERATOR_BOUNDS, Criterion, CriterionVerdict, Decision, Gate
 
 SERVICE_ACTOR = "acceptance service (automatic evaluation)"
 CRITERION_FIELDS = (
@@ -364,12 +364,17 @@ def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, flo
 
 
 # Which fields a person may edit per operator (the rest of a criterion is its definition).
-EDITABLE_BY_OPERATOR = {
-    ">=": ("threshold",),
-    "<=": ("threshold",),
-    "between": ("threshold", "threshold_high"),
-    "within": ("reference_value", "tolerance"),
-}
+EDITABLE_BY_OPERATOR = OPERATOR_BOUNDS
+
+
+class ThresholdInvalid(ValueError):
+    """A threshold edit refused because of one input: ``field`` names it (``reason``,
+    ``threshold``, ``threshold_high``, ``reference_value``, ``tolerance``); the message
+    starts with the field and says the rule."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @transaction.atomic
@@ -378,13 +383,15 @@ def criterion_threshold_edit(*, criterion: Criterion, actor: str, reason: str,
     """Change a criterion's threshold(s) for its engagement and record old → new with the reason
     in the audit trail. Only the fields of its operator (``EDITABLE_BY_OPERATOR``) may change.
 
-    ValueError, with nothing changed, when the reason is blank, a value is missing or not a
-    finite number, ``between`` has low > high, ``within`` has a tolerance ≤ 0 or a zero
-    reference, nothing would change, the engagement is accepted, or a run of the gate is in
-    progress (it would be judged against a threshold that moved under it).
+    ThresholdInvalid (naming the field), with nothing changed, when the reason is blank, a
+    value is missing or not a finite number, or the model's rule refuses it
+    (:meth:`gates.models.Criterion.clean`: a ratio 0 … 1, a time above 0, a drive count ≥ 1,
+    ``between`` low ≤ high, a ``within`` tolerance 0 < t ≤ 1 around a non-zero reference).
+    ValueError when nothing would change, the engagement is accepted, or a run of the gate is
+    in progress (it would be judged against a threshold that moved under it).
     """
     if not reason or not reason.strip():
-        raise ValueError(_("changing a threshold needs a reason"))
+        raise ThresholdInvalid("reason", _("changing a threshold needs a reason"))
     criterion = Criterion.objects.select_for_update().select_related("gate__engagement").get(
         pk=criterion.pk)
     gate = criterion.gate
@@ -397,27 +404,28 @@ def criterion_threshold_edit(*, criterion: Criterion, actor: str, reason: str,
     fields = EDITABLE_BY_OPERATOR[criterion.operator]
     unknown = set(values) - set(fields)
     if unknown:
-        raise ValueError(_("%(key)s (%(operator)s) has no editable %(fields)s") % {
+        raise ThresholdInvalid(sorted(unknown)[0], _(
+            "%(key)s (%(operator)s) has no editable %(fields)s") % {
             "key": criterion.key, "operator": criterion.operator,
             "fields": ", ".join(sorted(unknown))})
     new = {}
     for name in fields:
         value = values.get(name)
         if value is None or isinstance(value, bool) or not math.isfinite(float(value)):
-            raise ValueError(_("%(field)s must be a finite number") % {"field": name})
+            raise ThresholdInvalid(name, _("%(field)s must be a finite number") % {
+                "field": name})
         new[name] = float(value)
-    if criterion.operator == "between" and new["threshold"] > new["threshold_high"]:
-        raise ValueError(_("the low threshold is above the high one"))
-    if criterion.operator == "within" and new["tolerance"] <= 0:
-        raise ValueError(_("the tolerance must be above 0"))
-    if criterion.operator == "within" and new["reference_value"] == 0:
-        raise ValueError(_("the reference value must not be 0"))
     old = {name: getattr(criterion, name) for name in fields}
     if old == new:
         raise ValueError(_("nothing changed: the new values are the current ones"))
     old_requirement = evaluation.threshold_text(criterion_spec(criterion))
     for name, value in new.items():
         setattr(criterion, name, value)
+    try:
+        criterion.clean()
+    except ValidationError as error:
+        field, messages = next(iter(error.message_dict.items()))
+        raise ThresholdInvalid(field, messages[0]) from None
     criterion.save(update_fields=list(fields))
     AuditEntry.objects.create(
         engagement=gate.engagement, actor=actor, action="criterion threshold changed",

@@ -11,6 +11,7 @@ dispatcher never imports the reports.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,8 +21,30 @@ from gates import derivations, evaluation
 from gates.models import Decision
 from gates.services import criterion_spec, decision_record, node_array_line_rates
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
+from runners.probes import SIMULATED_MARKER
 
 logger = logging.getLogger(__name__)
+
+#: The start of the error of a customer engagement's run whose evidence came from stand-ins.
+SIMULATED_ON_CUSTOMER = "simulated evidence on a customer engagement"
+
+
+def simulated_evidence_error(gate_run: GateRun, *, extra_nodes: Iterable[str] = ()) -> str:
+    """Why ``gate_run`` may not be decided because lab stand-ins produced (some of) its
+    evidence on a customer engagement (``is_lab`` false); '' when that is not so. A lab
+    engagement is decided on stand-ins by design; a customer's never: its gate would pass or
+    stop on figures no hardware of theirs produced. ``extra_nodes``: nodes the caller knows ran
+    stand-ins (the soak's agents) without a probe run saying so yet."""
+    if gate_run.gate.engagement.is_lab:
+        return ""
+    runs = list(gate_run.evidence_probe_runs().filter(simulated=True).select_related("node"))
+    nodes = sorted({r.node.name if r.node else "service" for r in runs} | set(extra_nodes))
+    if not nodes:
+        return ""
+    return (f"{SIMULATED_ON_CUSTOMER}: {len(runs)} evidence run(s) on {', '.join(nodes)} "
+            f"carry the lab stand-in marker ({SIMULATED_MARKER!r}); a customer engagement is "
+            f"decided only on its own nodes' real tools, so no decision was recorded. Check "
+            f"the node's PATH, then run the gate again.")
 
 def _evidence_errors(gate_run: GateRun) -> list[str]:
     errors = [
@@ -83,11 +106,17 @@ def _store_deviations(gate_run: GateRun, criteria, verdicts) -> None:
 
 
 def gate_run_decide(*, gate_run_id: int) -> Decision | None:
-    """Decide a finished run: any missing evidence makes it an error (None, the run failed with
-    the reason); else the decision is recorded and returned. The run stays ``evaluating`` until
-    its report is issued (:func:`gate_run_done`) or could not be (:func:`gate_run_report_failed`).
+    """Decide a finished run: simulated evidence on a customer engagement
+    (:func:`simulated_evidence_error`) or any missing evidence makes it an error (None, the
+    run failed with the reason); else the decision is recorded and returned. The run stays
+    ``evaluating`` until its report is issued (:func:`gate_run_done`) or could not be
+    (:func:`gate_run_report_failed`).
     """
     gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
+    simulated = simulated_evidence_error(gate_run)
+    if simulated:
+        _fail(gate_run, simulated)
+        return None
     errors = _evidence_errors(gate_run)
     if errors:
         _fail(gate_run, "the run did not produce the evidence needed to decide:\n"

@@ -11,6 +11,7 @@ verdict rows), every measurement (``runners.presentation`` rows) and the charts
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django.urls import NoReverseMatch, reverse
@@ -18,11 +19,13 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from acceptance.data_texts import decision_sentence_text
+from acceptance.pages.words import ORIGIN_WORDS
 from gates.presentation import verdict_row
 from runners import charts
 from runners.forms import ROLE_CHOICES
 from runners.live import output_read
 from runners.models import GateRun, NodeJob, ProbeRun
+from runners.plans import PlanError, planned_probe_count
 from runners.presentation import measurement_row
 
 OVER = (GateRun.State.DONE, GateRun.State.FAILED, GateRun.State.CANCELLED)
@@ -80,6 +83,7 @@ class ProbeRow:
     error: str
     simulated: bool
     log_url: str
+    size_bytes: int = 0  # stdout + stderr, for sorting by size
 
 
 @dataclass
@@ -96,6 +100,8 @@ class NodeRow:
     summary: str = ""  # "50 probe runs: 49 parsed, 1 failed"
     carried_text: str = ""  # "evidence carried from attempt #1" (a per-node re-run)
     rerun_url: str = ""  # re-run this node alone (engineers, once the run is over)
+    planned: int = 0  # probe runs the plan has for this node (runners.plans), known at start
+    finished: int = 0  # of them: parsed, failed or cancelled
 
 
 def _size_text(size: int) -> str:
@@ -126,6 +132,7 @@ def probe_row(run: ProbeRun, gate_run_id: int) -> ProbeRow:
         exit_code=run.exit_code, size_text=_size_text(run.stdout_size + run.stderr_size),
         error_kind=run.error_kind, error=run.error, simulated=run.simulated,
         log_url=reverse("run-detail", args=[gate_run_id]) + f"?probe={run.id}#log",
+        size_bytes=run.stdout_size + run.stderr_size,
     )
 
 
@@ -146,8 +153,14 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
     # One node is re-run from the latest attempt only (a later one supersedes this one).
     latest = over and not GateRun.objects.filter(gate_id=gate_run.gate_id,
                                                  attempt__gt=gate_run.attempt).exists()
+    planned: dict[int | None, int] = {}
     for job in NodeJob.objects.filter(gate_run=gate_run).select_related(
-            "node", "carried_from__gate_run").order_by("node__name"):
+            "node__array", "carried_from__gate_run").order_by("node__name"):
+        if not job.carried_from_id:
+            try:
+                planned[job.node_id] = planned_probe_count(gate_run.gate, job.node)
+            except PlanError:
+                planned[job.node_id] = 0
         failed = job.state in (NodeJob.State.FAILED, NodeJob.State.CANCELLED,
                                NodeJob.State.TIMED_OUT)
         rows[job.node_id] = NodeRow(
@@ -172,6 +185,10 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
             name = row.name
             row.rerun_url = reverse("run-rerun", args=[gate_run.id]) + "?" + urlencode(
                 {"node": name})
+        row.finished = sum(n for s, n in states.items() if s in FINISHED_PROBE_STATES)
+        # A node that is done ran exactly what it found (23 drives, not the 24 expected).
+        row.planned = len(row.probes) if row.state == NodeJob.State.DONE or node_id is None \
+            else max(planned.get(node_id, 0), len(row.probes))
         counted = ", ".join(f"{n} {state_label(s)}" for s, n in sorted(states.items()))
         row.summary = (ngettext("%(n)s probe run", "%(n)s probe runs", len(row.probes))
                        % {"n": len(row.probes)}) + (f": {counted}" if counted else "")
@@ -183,11 +200,39 @@ def run_simulated(gate_run: GateRun) -> bool:
     return gate_run.gate.engagement.is_lab or gate_run.probe_runs.filter(simulated=True).exists()
 
 
+FINISHED_PROBE_STATES = ("parsed", "failed", "cancelled")
+
+
+def run_progress(rows: list[NodeRow], gate_run: GateRun, now: datetime) -> dict:
+    """The run's progress bar: probe runs finished of those planned (known from the start:
+    probes per node from the plan), as a percent and a CSS width, and the time elapsed since
+    the run was created (until it finished)."""
+    planned = sum(r.planned for r in rows)
+    finished = sum(r.finished for r in rows)
+    percent = 100.0 if is_over(gate_run) and gate_run.state == GateRun.State.DONE else (
+        100.0 * finished / planned if planned else 0.0)
+    end = gate_run.finished_at or now
+    return {"planned": planned, "finished": finished, "percent_text": f"{percent:.0f} %",
+            "width": f"{min(percent, 100.0):.0f}%",
+            "elapsed_s": max(0, int((end - gate_run.created_at).total_seconds())),
+            "elapsed_text": elapsed_text((end - gate_run.created_at).total_seconds())}
+
+
+def elapsed_text(seconds: float) -> str:
+    """``4 s``, ``2 min 05 s``, ``1 h 02 min``."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return _("%(s)d s") % {"s": seconds}
+    if seconds < 3600:
+        return _("%(m)d min %(s)02d s") % {"m": seconds // 60, "s": seconds % 60}
+    return _("%(h)d h %(m)02d min") % {"h": seconds // 3600, "m": seconds % 3600 // 60}
+
+
 def run_counts(rows: list[NodeRow]) -> dict[str, int]:
     probes = [p for r in rows for p in r.probes]
     return {"nodes": sum(1 for r in rows if r.name != _("service")),
             "probes": len(probes),
-            "finished": sum(1 for p in probes if p.state in ("parsed", "failed", "cancelled")),
+            "finished": sum(1 for p in probes if p.state in FINISHED_PROBE_STATES),
             "failed": sum(1 for p in probes if p.state == "failed")}
 
 
@@ -345,3 +390,44 @@ def run_results(gate_run: GateRun) -> dict:
         "report_sha256": report.sha256 if report else "",
         "report_url": report_url,
     }
+
+
+# --- the "Runs" list of an engagement -------------------------------------------------------
+
+
+@dataclass
+class RunListRow:
+    id: int
+    url: str
+    gate: str
+    attempt: int
+    state: str
+    state_text: str
+    origin: str
+    started_by: str
+    created_at: str
+    finished_at: str
+    elapsed_s: int
+    elapsed_text: str
+    outcome: str
+    outcome_text: str
+    error: str
+
+
+def run_list_rows(runs, now: datetime) -> list[RunListRow]:
+    """``runs`` (gate and decision read through ``select_related``) as list rows."""
+    rows = []
+    for run in runs:
+        decision = getattr(run, "decision", None)  # None: no decision (reverse one-to-one)
+        seconds = max(0, int(((run.finished_at or now) - run.created_at).total_seconds()))
+        outcome = decision.outcome if decision else ""
+        rows.append(RunListRow(
+            id=run.id, url=reverse("run-detail", args=[run.id]), gate=run.gate.code,
+            attempt=run.attempt, state=run.state, state_text=state_label(run.state),
+            origin=str(ORIGIN_WORDS.get(run.origin, run.origin)), started_by=run.started_by,
+            created_at=run.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+            finished_at=run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at
+            else "", elapsed_s=seconds, elapsed_text=elapsed_text(seconds),
+            outcome=outcome, outcome_text=state_label(outcome) if outcome else "",
+            error=run.error.splitlines()[0] if run.error else ""))
+    return rows

@@ -63,6 +63,14 @@ def node_steps(gate: Gate, node: Node) -> list[dict]:
     return steps
 
 
+def planned_probe_count(gate: Gate, node: Node) -> int:
+    """How many probe runs ``gate`` plans on ``node``, known before it starts: each plain step
+    once, a ``for_each`` step once per drive the node's array is expected to have (one
+    self-test per drive; once the inventory has run the page counts what it found)."""
+    drives = node.array.expected_drive_count if node.array_id and node.array else 1
+    return sum(drives if step.get("for_each") else 1 for step in node_steps(gate, node))
+
+
 def _selects(step: dict, gate: Gate, node: Node) -> bool:
     chosen = step.get("nodes", "all")
     if chosen == "all":

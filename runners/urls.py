@@ -18,4 +18,8 @@ urlpatterns = [
     path("runs/<int:run_id>/live/", views.run_live, name="run-live"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<int:run_id>/rerun/", views.run_rerun, name="run-rerun"),
+    path("engagements/<str:name>/runs/", views.run_list, name="run-list"),
+    path("engagements/<str:name>/export/<slug:kind>.csv", views.engagement_export_csv,
+         name="engagement-export"),
+    path("runs/<int:run_id>/export/<slug:kind>.csv", views.run_export_csv, name="run-export"),
 ]

@@ -16,9 +16,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.uploadhandler import TemporaryFileUploadHandler
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.core.paginator import InvalidPage, Paginator
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
@@ -30,10 +32,12 @@ from acceptance.pages.words import ORIGIN_WORDS
 from acceptance.permissions import Role, engagement_for, has_role
 from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
 from gates.models import Gate
+from gates.presentation import criterion_text
 from gates.services import GateRefused, gate_check_runnable
-from runners import pages
+from runners import exports, pages
 from runners.control import gate_run_cancel
 from runners.evidence import EvidenceRefused, collection_script, evidence_import
+from runners.filters import GateRunFilter
 from runners.forms import (
     ROLE_CHOICES,
     EvidenceUploadForm,
@@ -256,7 +260,7 @@ def gate_run_launch(request, name: str, code: str):
     runs = [{"url": reverse("run-detail", args=[r.id]), "attempt": r.attempt, "state": r.state,
              "state_text": pages.state_label(r.state), "by": r.started_by, "at": r.created_at}
             for r in gate.runs.order_by("-attempt")[:10]]
-    criteria = [{"description": data_text(c.description), "metric": c.metric}
+    criteria = [{"description": criterion_text(c), "metric": c.metric}
                 for c in gate.criteria.all()]
     return render(request, "runners/gate_launch.html", {
         "engagement": engagement, "engagement_url": engagement_url(engagement.name),
@@ -280,8 +284,9 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
         "run": gate_run, "engagement": engagement, "gate": gate_run.gate,
         "engagement_url": engagement_url(engagement.name),
         "state_text": pages.state_label(gate_run.state), "over": over,
-        "simulated": pages.run_simulated(gate_run), "rows": rows,
+        "simulated": pages.run_simulated(gate_run), "lab": engagement.is_lab, "rows": rows,
         "counts": pages.run_counts(rows), "log": pieces, "log_complete": complete,
+        "progress": pages.run_progress(rows, gate_run, timezone.now()),
         "polling": not complete,
         "live_url": reverse("run-live", args=[gate_run.id]) + "?" + cursor.query(),
         "include_results": include_results,
@@ -471,3 +476,72 @@ def collection_script_download(request, name: str, code: str, node: str):
     filename = f"collect-{gate.engagement.name}-{gate.code}-{target.name}.py"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+# --- CSV exports ------------------------------------------------------------------------------
+
+
+def _csv_response(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text.encode(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def engagement_export_csv(request, name: str, kind: str):
+    """Measurements, decisions (with verdicts) or the audit trail of an engagement as CSV, for
+    whoever may see it."""
+    engagement = engagement_for(request.user, name)
+    if kind not in exports.KINDS:
+        raise Http404
+    return _csv_response(exports.engagement_export(engagement, kind),
+                         f"{engagement.name}-{kind}.csv")
+
+
+@login_required
+@require_GET
+def run_export_csv(request, run_id: int, kind: str):
+    """The same of one gate run."""
+    gate_run = _visible_run(request.user, run_id)
+    if kind not in exports.KINDS:
+        raise Http404
+    return _csv_response(exports.run_export(gate_run, kind),
+                         f"{gate_run.gate.engagement.name}-{gate_run.gate.code}-"
+                         f"run{gate_run.attempt}-{kind}.csv")
+
+
+# --- the "Runs" list --------------------------------------------------------------------------
+
+RUNS_PER_PAGE = 25
+
+
+@login_required
+@require_GET
+def run_list(request, name: str):
+    """An engagement's gate runs, newest first, filtered by gate, state, who started them and
+    when, 25 a page; for whoever may see the engagement. A bad filter or page answers 400 with
+    the field named."""
+    engagement = engagement_for(request.user, name)
+    runs_filter = GateRunFilter(request.GET or None, engagement=engagement)
+    refusal = ""
+    runs = GateRun.objects.none()
+    if runs_filter.is_bound and not runs_filter.is_valid():
+        refusal = runs_filter.errors_text()
+    else:
+        runs = runs_filter.qs
+    paginator = Paginator(runs.select_related("gate", "decision").order_by("-created_at", "-id"),
+                          RUNS_PER_PAGE)
+    try:
+        page = paginator.page(request.GET.get("page") or 1)
+    except InvalidPage as error:
+        refusal = refusal or f"page: {error}"
+        page = paginator.page(1)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "runners/run_list.html", {
+        "engagement": engagement, "engagement_url": engagement_url(engagement.name),
+        "filter": runs_filter, "refusal": refusal, "page": page,
+        "rows": pages.run_list_rows(page.object_list, timezone.now()),
+        "query": query.urlencode(),
+    }, status=400 if refusal else 200)

@@ -13,8 +13,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from acceptance.models import Engagement
+from acceptance.models import AuditEntry, Engagement
+from gates.evaluation import threshold_text
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
+from gates.presentation import criterion_text
+from gates.services import criterion_spec
 from reports.models import Report
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.probes import PROBES
@@ -50,13 +53,34 @@ class EngagementSerializer(serializers.ModelSerializer):
 class CriterionSerializer(serializers.ModelSerializer):
     engagement = serializers.CharField(source="gate.engagement.name", read_only=True)
     gate = serializers.CharField(source="gate.code", read_only=True)
+    requirement = serializers.SerializerMethodField(
+        help_text="the requirement from the stored bounds: '>= 24', '0.29 … 0.4'")
+    description_text = serializers.SerializerMethodField(
+        help_text="the description with the stored bounds in it, in the active language")
 
     class Meta:
         model = Criterion
-        fields = ["id", "engagement", "gate", "key", "position", "description", "metric",
+        fields = ["id", "engagement", "gate", "key", "position", "description",
+                  "description_text", "requirement", "metric",
                   "label_filter", "aggregation", "operator", "threshold", "threshold_high",
                   "reference_value", "tolerance", "above_range_verdict", "unit", "source",
                   "min_samples", "blocking"]
+
+    def get_requirement(self, criterion) -> str:
+        return threshold_text(criterion_spec(criterion))
+
+    def get_description_text(self, criterion) -> str:
+        return criterion_text(criterion)
+
+
+class CriterionThresholdSerializer(serializers.Serializer):
+    """A threshold change: the bounds of the criterion's operator and the reason (audited)."""
+
+    reason = serializers.CharField(allow_blank=True, trim_whitespace=True)
+    threshold = serializers.FloatField(required=False)
+    threshold_high = serializers.FloatField(required=False)
+    reference_value = serializers.FloatField(required=False)
+    tolerance = serializers.FloatField(required=False)
 
 
 class GateCriterionSerializer(CriterionSerializer):
@@ -243,3 +267,11 @@ class ReportSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.URI)
     def get_download_url(self, report: Report) -> str:
         return _absolute(self, reverse("api-report-download", kwargs={"pk": report.pk}))
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    engagement = serializers.CharField(source="engagement.name", read_only=True)
+
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "engagement", "at", "actor", "action", "reason", "details"]

@@ -23,6 +23,7 @@ router.register("probe-runs", views.ProbeRunViewSet, basename="api-probe-run")
 router.register("measurements", views.MeasurementViewSet, basename="api-measurement")
 router.register("decisions", views.DecisionViewSet, basename="api-decision")
 router.register("reports", views.ReportViewSet, basename="api-report")
+router.register("audit", views.AuditEntryViewSet, basename="api-audit")
 
 ENGAGEMENT = r"engagements/(?P<engagement_name>[A-Za-z0-9][A-Za-z0-9._-]{0,62})"
 GATE = ENGAGEMENT + r"/gates/(?P<code>[A-Za-z0-9]{1,4})"

@@ -1,4 +1,6 @@
-"""The REST API: read-only views of the evidence ledger and two actions (start, cancel a run).
+"""The REST API: read-only views of the evidence ledger (measurements, decisions and the audit
+trail also as CSV: ``?format=csv``, ``acceptance.api.csv``) and its actions (start, cancel,
+re-run a run; change a criterion's threshold, project managers).
 
 Permissions are the pages' (``acceptance.permissions``): every queryset is filtered through
 ``engagements_for(request.user)``, so an object of an engagement the user may not see answers
@@ -30,14 +32,16 @@ from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from acceptance.api import serializers as s
 from acceptance.api.engagement_create import EngagementCreateMixin
+from acceptance.api.csv import CSVListMixin
 from acceptance.api.errors import Conflict
-from acceptance.models import Engagement
+from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
-from gates.services import GateRefused
+from gates.services import GateRefused, ThresholdInvalid, criterion_threshold_edit
 from reports.api import ReportActionsMixin, ReportVersionSerializer
 from reports.models import Report
 from reports.services import download_record
+from runners import exports
 from runners.control import gate_run_cancel
 from runners.dispatch import ConfirmationRequired
 from runners.launch import LaunchInvalid, gate_launch
@@ -221,6 +225,36 @@ class CriterionViewSet(ScopedViewSet):
         return (Criterion.objects.select_related("gate__engagement")
                 .order_by("gate__engagement__name", "gate__order", "position"))
 
+    @extend_schema(
+        request=s.CriterionThresholdSerializer,
+        responses={200: s.CriterionSerializer,
+                   400: OpenApiResponse(description="a bound the criterion's rule refuses "
+                                                    "(named: threshold, threshold_high, "
+                                                    "reference_value, tolerance) or no reason"),
+                   403: OpenApiResponse(description="not a project manager"),
+                   409: OpenApiResponse(description="the engagement is accepted, a run of "
+                                                    "the gate is in progress, or nothing "
+                                                    "would change")},
+        summary="change a criterion's bounds (project managers), audited with the reason")
+    @action(detail=True, methods=["post"])
+    def threshold(self, request, pk=None):
+        criterion = self.get_object()
+        if not has_role(request.user, Role.PROJECT_MANAGER):
+            raise PermissionDenied("only project managers may change a threshold")
+        body = s.CriterionThresholdSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        values = {k: v for k, v in body.validated_data.items() if k != "reason"}
+        try:
+            criterion_threshold_edit(criterion=criterion, actor=request.user.get_username(),
+                                     reason=body.validated_data["reason"], values=values)
+        except ThresholdInvalid as error:
+            raise ValidationError({error.field: [str(error)]}) from None
+        except ValueError as refusal:
+            raise Conflict(str(refusal)) from None
+        criterion = self.base_queryset().get(pk=criterion.pk)
+        return Response(s.CriterionSerializer(criterion,
+                                              context=self.get_serializer_context()).data)
+
 
 @extend_schema(tags=["runs"])
 @filtered(**_gate_filters, state=("state", str, "queued, running, evaluating, done, failed "
@@ -391,11 +425,17 @@ class ProbeRunViewSet(ScopedViewSet):
           probe_run=("probe_run_id", int, "probe run id"),
           node=("node__name", str, "node name"),
           derived=("derived", bool, "true: derived figures only; false: read figures only"))
-class MeasurementViewSet(ScopedViewSet):
-    """Measurements in METRICS.md's JSON (metric, value, unit, labels) plus ids."""
+class MeasurementViewSet(CSVListMixin, ScopedViewSet):
+    """Measurements in METRICS.md's JSON (metric, value, unit, labels) plus ids; the list
+    also as CSV (``?format=csv``: every filtered row, unit and value text included)."""
 
     serializer_class = s.MeasurementSerializer
     engagement_path = "gate_run__gate__engagement"
+    csv_name = "measurements"
+
+    @staticmethod
+    def csv_rows(queryset):
+        return exports.MEASUREMENT_HEADER, exports.measurement_rows(queryset)
 
     def base_queryset(self):
         return (Measurement.objects.select_related("node")
@@ -406,11 +446,18 @@ class MeasurementViewSet(ScopedViewSet):
 @extend_schema(tags=["decisions"])
 @filtered(**_gate_filters, gate_run=("gate_run_id", int, "gate run id"),
           outcome=("outcome", str, "passed, stopped or review"))
-class DecisionViewSet(ScopedViewSet):
-    """Decisions with every criterion's verdict and the measurements it used."""
+class DecisionViewSet(CSVListMixin, ScopedViewSet):
+    """Decisions with every criterion's verdict and the measurements it used; the list also
+    as CSV (``?format=csv``: one row per verdict)."""
 
     serializer_class = s.DecisionSerializer
     engagement_path = "gate__engagement"
+    csv_name = "decisions"
+
+    @staticmethod
+    def csv_rows(queryset):
+        return exports.DECISION_HEADER, exports.decision_rows(
+            CriterionVerdict.objects.filter(decision__in=queryset.values("id")))
 
     def base_queryset(self):
         verdicts = (CriterionVerdict.objects.select_related("criterion")
@@ -420,6 +467,24 @@ class DecisionViewSet(ScopedViewSet):
         return (Decision.objects.select_related("gate__engagement", "report")
                 .prefetch_related(Prefetch("verdicts", queryset=verdicts))
                 .order_by("-decided_at", "-id"))
+
+
+@extend_schema(tags=["engagements"])
+@filtered(engagement=("engagement__name", str, "engagement name"),
+          gate_run=("details__gate_run", int, "gate run id the entry names"),
+          action=("action", str, "what was done (criterion threshold changed, node re-run …)"))
+class AuditEntryViewSet(CSVListMixin, ScopedViewSet):
+    """The audit trail: who did what, when and why, oldest first; also as CSV."""
+
+    serializer_class = s.AuditEntrySerializer
+    csv_name = "audit"
+
+    def base_queryset(self):
+        return AuditEntry.objects.select_related("engagement").order_by("at", "id")
+
+    @staticmethod
+    def csv_rows(queryset):
+        return exports.AUDIT_HEADER, exports.audit_rows(queryset)
 
 
 @extend_schema(tags=["reports"])

@@ -35,7 +35,7 @@ from acceptance.pages.words import (
 )
 from gates import evaluation
 from gates.models import Criterion, Decision, Gate
-from gates.presentation import VerdictRow, verdict_row
+from gates.presentation import VerdictRow, criterion_text, verdict_row
 from gates.services import EDITABLE_BY_OPERATOR, criterion_spec
 from runners.models import GateRun
 
@@ -222,7 +222,7 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
         latest = decisions[0] if decisions else None
         criteria = [
             CriterionLine(
-                key=c.key, metric=c.metric, description=data_text(c.description),
+                key=c.key, metric=c.metric, description=criterion_text(c),
                 requirement=criterion_requirement(c),
                 unit=_unit_text(c.unit), source=data_text(c.source), blocking=c.blocking,
                 edit_url=reverse("criterion-edit", args=[name, gate.code, c.key])

@@ -1,5 +1,8 @@
 """The customer portal: each engagement a customer's organisation has, in plain words — its
-timeline, each gate's standing in one sentence, and the signed reports to download."""
+timeline, each gate's standing in one sentence, and the signed reports to download: of each
+report series (a gate decision's report, the final report) the latest version, saying which
+version it is and where its sign-off stands ("version 2 of 2, countersigned by both parties
+on …")."""
 
 from __future__ import annotations
 
@@ -12,7 +15,6 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from acceptance.models import Engagement
-from acceptance.pages.engagement import has_report
 from acceptance.pages.sentences import gate_sentence
 from acceptance.pages.timeline import timeline
 from acceptance.pages.words import (
@@ -24,6 +26,7 @@ from acceptance.pages.words import (
     week_text,
 )
 from gates.models import Decision, Gate
+from reports.models import Report, SignOff
 
 
 @dataclass
@@ -42,6 +45,8 @@ class PortalReport:
     signed_at: str
     url: str
     simulated: bool
+    version: int = 1
+    version_text: str = ""  # "version 2 of 2, countersigned by both parties on 2026-12-02"
 
 
 @dataclass
@@ -59,15 +64,66 @@ class PortalEngagement:
     reports: list[PortalReport]
 
 
+def version_text(latest: Report, total: int, parties: set[str]) -> str:
+    """Which version ``latest`` is of its series of ``total`` and where its sign-off stands
+    (``parties``: who signed off in the series)."""
+    where = {"n": latest.version, "total": total, "date": minute(latest.signed_at)}
+    if latest.origin == Report.Origin.COUNTERSIGNED:
+        return _("version %(n)s of %(total)s, countersigned by the customer on %(date)s") % where
+    if latest.signoff_complete:
+        return _("version %(n)s of %(total)s, countersigned by both parties on %(date)s") % where
+    if SignOff.Party.VENDOR in parties:
+        return _("version %(n)s of %(total)s, signed off by the vendor; awaiting the "
+                 "customer's sign-off") % where
+    if SignOff.Party.CUSTOMER in parties:
+        return _("version %(n)s of %(total)s, signed off by the customer; awaiting the "
+                 "vendor's sign-off") % where
+    return _("version %(n)s of %(total)s, awaiting sign-off") % where
+
+
+def _series(engagements: QuerySet[Engagement]) -> tuple[dict[int, dict[tuple, list[Report]]],
+                                                       dict[int, set[str]]]:
+    """Engagement id → (kind, about id) → the series' versions, oldest first; and report id →
+    the parties that signed off that version. One query: reports joined with their sign-offs."""
+    series: dict[int, dict[tuple, list[Report]]] = {}
+    parties: dict[int, set[str]] = {}
+    rows = Report.objects.filter(engagement__in=engagements).order_by("version", "id").values(
+        "id", "engagement_id", "kind", "about_id", "version", "origin", "signoff_complete",
+        "signed_at", "simulated", "signoffs__party")
+    for row in rows:
+        party = row.pop("signoffs__party")
+        if row["id"] not in parties:
+            parties[row["id"]] = set()
+            series.setdefault(row["engagement_id"], {}).setdefault(
+                (row["kind"], row["about_id"]), []).append(Report(**row))
+        if party:
+            parties[row["id"]].add(party)
+    return series, parties
+
+
+def _report_row(versions: list[Report], title: str, outcome: str,
+                signed: dict[int, set[str]]) -> PortalReport:
+    latest = versions[-1]
+    parties = set().union(*(signed[v.id] for v in versions))
+    return PortalReport(
+        title=title, outcome=outcome,
+        outcome_word=str(GATE_STATE_WORDS.get(outcome, outcome)) if outcome else "",
+        signed_at=minute(latest.signed_at),
+        url=reverse("report-download", args=[latest.id]), simulated=latest.simulated,
+        version=latest.version, version_text=version_text(latest, len(versions), parties))
+
+
 def portal_rows(engagements: QuerySet[Engagement], today: date) -> list[PortalEngagement]:
+    series, signed = _series(engagements)
     engagements = engagements.select_related("customer").prefetch_related(
         Prefetch("gates", queryset=Gate.objects.order_by("order").prefetch_related(
-            Prefetch("decisions", queryset=Decision.objects.select_related("report")
+            Prefetch("decisions", queryset=Decision.objects
                      .prefetch_related("verdicts").order_by("-decided_at", "-id")))))
     rows = []
     for engagement in engagements.order_by("name"):
         gates, reports = [], []
         gate_rows = list(engagement.gates.all())
+        mine = series.get(engagement.id, {})
         for gate in gate_rows:
             decisions = list(gate.decisions.all())
             gates.append(PortalGate(
@@ -75,16 +131,15 @@ def portal_rows(engagements: QuerySet[Engagement], today: date) -> list[PortalEn
                 state_word=str(GATE_STATE_WORDS.get(gate.state, gate.state)),
                 sentence=gate_sentence(gate, decisions[0] if decisions else None, today)))
             for decision in decisions:
-                if has_report(decision):
-                    reports.append(PortalReport(
-                        title=_("%(gate)s report, decision of %(date)s") % {
+                versions = mine.get((Report.Kind.GATE, decision.id))
+                if versions:
+                    reports.append(_report_row(
+                        versions, _("%(gate)s report, decision of %(date)s") % {
                             "gate": gate_title(gate), "date": day(decision.decided_at)},
-                        outcome=decision.outcome,
-                        outcome_word=str(GATE_STATE_WORDS.get(decision.outcome,
-                                                              decision.outcome)),
-                        signed_at=minute(decision.report.signed_at),
-                        url=reverse("report-download", args=[decision.report.id]),
-                        simulated=decision.report.simulated))
+                        decision.outcome, signed))
+        final = mine.get((Report.Kind.FINAL, None))
+        if final:
+            reports.append(_report_row(final, _("Final acceptance report"), "", signed))
         rows.append(PortalEngagement(
             name=engagement.name,
             url=reverse("engagement-detail", args=[engagement.name]),

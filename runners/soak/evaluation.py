@@ -21,6 +21,7 @@ from acceptance import events
 from gates import evaluation
 from gates.models import Decision
 from gates.services import criterion_spec, decision_record
+from runners.decision import simulated_evidence_error
 from runners.models import GateRun, Measurement
 from runners.soak import steady
 from runners.soak.events import event_record
@@ -166,6 +167,10 @@ def soak_decide(*, soak: Soak) -> Decision | None:
 
 
 def _decide(soak: Soak, gate_run: GateRun) -> Decision | None:
+    simulated = simulated_evidence_error(gate_run, extra_nodes=soak.agents.filter(
+        simulated=True).values_list("node__name", flat=True))
+    if simulated:  # a customer's soak on stand-ins: no figures, no decision
+        return _no_decision(soak, gate_run, simulated)
     Measurement.objects.filter(gate_run=gate_run, derived=True).delete()
     _store_figures(soak)
     criteria = list(gate_run.gate.criteria.all())
@@ -180,14 +185,7 @@ def _decide(soak: Soak, gate_run: GateRun) -> Decision | None:
     outcome = evaluation.gate_outcome(verdicts, blocking)
     now = timezone.now()
     if outcome == "error":
-        reason = evaluation.no_decision_reason(verdicts, blocking)
-        Soak.objects.filter(id=soak.id).update(state=Soak.State.FAILED, finished_at=now,
-                                               error=reason)
-        GateRun.objects.filter(id=gate_run.id).update(state=GateRun.State.FAILED,
-                                                      error=reason, finished_at=now)
-        event_record(soak, "no decision", reason)
-        events.announce(events.run_failed, gate_run_id=gate_run.id)  # notifications
-        return None
+        return _no_decision(soak, gate_run, evaluation.no_decision_reason(verdicts, blocking))
     stop = "; ".join(f"{v.key}: {v.explanation} — {v.node}" for v in verdicts
                      if v.verdict == "fail")
     decision = decision_record(gate_run=gate_run, verdicts=verdicts, criteria=criteria,
@@ -196,6 +194,16 @@ def _decide(soak: Soak, gate_run: GateRun) -> Decision | None:
                                            stop_reason=stop)
     event_record(soak, f"decided: {outcome}", decision.sentence)
     return decision
+
+
+def _no_decision(soak: Soak, gate_run: GateRun, reason: str) -> None:
+    now = timezone.now()
+    Soak.objects.filter(id=soak.id).update(state=Soak.State.FAILED, finished_at=now,
+                                           error=reason)
+    GateRun.objects.filter(id=gate_run.id).update(state=GateRun.State.FAILED,
+                                                  error=reason, finished_at=now)
+    event_record(soak, "no decision", reason)
+    events.announce(events.run_failed, gate_run_id=gate_run.id)  # notifications
 
 
 def soak_finish(*, soak: Soak) -> None:

@@ -27,7 +27,7 @@ from django.utils.translation import gettext_lazy
 
 from acceptance.units import measurement_text
 from gates import evaluation
-from gates.presentation import VerdictRow
+from gates.presentation import VerdictRow, criterion_text
 from gates.services import criterion_spec
 from runners.models import Measurement
 from runners.soak import charts, queries
@@ -147,7 +147,7 @@ def check_rows(soak: Soak) -> list[VerdictRow]:
         elif spec.unit == "ratio":
             requirement = f"{spec.operator} {spec.threshold * 100:g} %"
         rows.append(VerdictRow(
-            key=key, metric=spec.metric, description=criteria[key].description,
+            key=key, metric=spec.metric, description=criterion_text(criteria[key]),
             title=str(CHECK_NAME.get(key, key)), requirement=requirement,
             verdict=state.get("state") or "waiting", measured=state.get("value"),
             unit=spec.unit, measured_text=_value_text(key, state.get("value"), spec.unit),

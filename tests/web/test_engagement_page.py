@@ -164,11 +164,11 @@ def test_a_between_criterion_changes_both_ends(client, pm, engagement_a):
     ("G1", "drive-count", {"threshold": "24", "reason": "no change"},
      "Nothing changed: these are the current values."),
     ("G3", "throughput-gain", {"threshold": "0.5", "threshold_high": "0.4", "reason": "swap"},
-     "The high end must not be below the low end."),
+     "threshold: the low threshold is above the high one (0.5 &gt; 0.4)"),
     ("G2", "baseline-ttft", {"reference_value": "17.31", "tolerance": "0", "reason": "tight"},
-     "The tolerance must be above 0."),
+     "tolerance: the tolerance is a ratio above 0 and at most 1 (0.10 means ±10 %); 0 is not"),
     ("G2", "baseline-ttft", {"reference_value": "0", "tolerance": "0.1", "reason": "zero"},
-     "The reference value must not be 0."),
+     "reference_value: ttft_p50 is a time in seconds above 0; 0 is not"),
 ])
 def test_bad_threshold_input_shows_an_error_and_changes_nothing(client, pm, engagement_a, code,
                                                                 key, data, error):
