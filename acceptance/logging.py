@@ -3,7 +3,7 @@
 ``log_context(engagement=…, gate_run=…, node=…, probe=…)`` sets the ids for the code it wraps
 (a ``contextvars`` variable, so threads and tasks each keep their own); ``ContextFilter`` copies
 them onto every record a handler writes, and ``json_formatter`` (python-json-logger) writes
-``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, the ids where known and any
+``time`` (ISO 8601, UTC), ``level``, ``logger``, ``pid``, ``message``, the ids where known and any
 ``extra=`` fields. Django's ``LOGGING`` uses both (``ACCEPTANCE_LOG_FORMAT=json``); Celery's and
 gunicorn's handlers get the same through ``json_handlers_install`` and ``gunicorn_logconfig``.
 
@@ -67,9 +67,9 @@ class ContextFilter(logging.Filter):
 
 def json_formatter() -> logging.Formatter:
     return JsonFormatter(
-        "{levelname}{name}{message}",
+        "{levelname}{name}{process}{message}",
         style="{",
-        rename_fields={"levelname": "level", "name": "logger"},
+        rename_fields={"levelname": "level", "name": "logger", "process": "pid"},
         timestamp="time",
         json_ensure_ascii=False,
     )

@@ -57,7 +57,7 @@ def child_commands(*, roles: tuple[str, ...] = ROLES, bind: str = "127.0.0.1:800
                    concurrency: int = 4, var_dir: Path, log_level: str = "INFO",
                    python: str = sys.executable) -> list[Child]:
     """The argv of every child for ``roles``, in start order."""
-    celery = (python, "-m", "celery", "-A", "acceptance")
+    celery = (python, "-m", "celery", "-A", "acceptance", "--quiet")  # no banners: JSON only
     children = []
     if "web" in roles:
         children.append(Child("web", "web", (

@@ -228,6 +228,7 @@ def node_job_execute(*, node_job_id: int) -> None:
     gate_run = job.gate_run
     log_context_add(engagement=gate_run.gate.engagement.name, gate_run=gate_run.id,
                     node=job.node.name)
+    logger.info("node job %s started", job.id)
     steps = node_steps(gate_run.gate, job.node)
     pending: dict[tuple, tuple] = {}  # undo steps owed: (probe, parameters) -> (spec, values)
     try:
@@ -275,6 +276,7 @@ def node_job_execute(*, node_job_id: int) -> None:
     NodeJob.objects.filter(id=job.id, state__in=NodeJob.ACTIVE).update(
         state=job.state, error_kind=job.error_kind, error=job.error, finished_at=job.finished_at
     )
+    logger.info("node job %s ended %s", job.id, job.state)
     node_jobs_dispatch(gate_run_id=gate_run.id)
     gate_run_finish_if_complete(gate_run_id=gate_run.id)
 
