@@ -9,11 +9,11 @@ A worker's and beat's log lines are JSON like the rest when ``ACCEPTANCE_LOG_FOR
 Celery keeps its own handlers and log level, they get the service's formatter and id filter.
 """
 
+import logging
 import os
 
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger
-from django.conf import settings
 
 from acceptance.logging import json_handlers_install
 
@@ -24,8 +24,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["runners", "gates"])
 
 
-@after_setup_logger.connect
-@after_setup_task_logger.connect
-def json_logs(logger, **_kwargs) -> None:
-    if getattr(settings, "LOG_FORMAT", "text") == "json":
+@after_setup_logger.connect  # type: ignore[untyped-decorator]
+@after_setup_task_logger.connect  # type: ignore[untyped-decorator]
+def json_logs(logger: logging.Logger, **_kwargs: object) -> None:
+    if app.conf.get("log_json"):  # settings.CELERY_LOG_JSON, from ACCEPTANCE_LOG_FORMAT
         json_handlers_install(logger)

@@ -83,7 +83,7 @@ def json_handlers_install(logger: logging.Logger) -> None:
             handler.addFilter(ContextFilter())
 
 
-def gunicorn_logconfig(level: str = "INFO") -> dict:
+def gunicorn_logconfig(level: str = "INFO") -> dict[str, object]:
     """gunicorn's ``logconfig_dict``: its error and access logs as JSON lines on stderr/stdout."""
     return {
         "version": 1,

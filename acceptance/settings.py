@@ -283,6 +283,7 @@ SOAK_LAB_VLLM_EXECUTABLES = ["soak-vllm"]
 LOG_FORMAT = own("str", "LOG_FORMAT", default="json" if PRODUCTION else "text")
 if LOG_FORMAT not in ("json", "text"):
     _refuse(f"ACCEPTANCE_LOG_FORMAT must be 'json' or 'text', not {LOG_FORMAT!r}")
+CELERY_LOG_JSON = LOG_FORMAT == "json"  # acceptance.celery gives Celery's handlers the same
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
