@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from acceptance import health
+from acceptance.metrics import metrics_view
 
 urlpatterns = [
     # Health (issue 14): no login, for the orchestrator; exempt from the HTTPS redirect.
@@ -16,8 +17,11 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("api/", include("acceptance.api.urls")),
     path("", include("acceptance.web_urls")),
+    path("", include("acceptance.people.urls")),  # People, invitations, password reset
     path("", include("runners.urls")),
     path("", include("runners.lab.urls")),  # the lab harness (stand-in nodes), by name
     path("", include("runners.soak.urls")),
     path("", include("reports.urls")),
+    path("", include("notifications.urls")),  # notifications and calendar feeds
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (token or staff only)
 ]

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from datetime import UTC
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from acceptance import events
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagements_for, role_of
 from gates.models import Decision, Gate
@@ -50,7 +52,7 @@ from reports.context import (
     ScheduleRow,
     SignOffRow,
 )
-from reports.evidence import SUMMARY_NAME, embedded_files
+from reports.evidence import SUMMARY_NAME, embedded_files, embedded_output
 from reports.models import CustomerCertificate, Report, ReportDownload, SignOff
 from reports.render import django_language, render_gate_report_pdf
 from reports.signing import CustomerTrust, VerificationResult, sign_pdf, verify_pdf
@@ -97,11 +99,15 @@ def _section(decision: Decision) -> GateSection:
     for run in (gate_run.evidence_probe_runs().select_related("node")
                 .order_by("started_at", "id")):
         raw = bytes(run.stdout)
+        if run.stdout_pruned_at is not None:  # retention: read back from a signed report
+            raw = embedded_output(Report.objects.filter(engagement_id=gate.engagement_id)
+                                  .order_by("-id").values_list("path", flat=True),
+                                  run.stdout_sha256)
         runs.append(EvidenceRow(
             node=run.node.name if run.node else "service", probe=run.probe,
             command=_display_command(run), tool_version=run.tool_version,
             started_at=run.started_at, finished_at=run.finished_at, exit_code=run.exit_code,
-            sha256=run.stdout_sha256 or hashlib.sha256(raw).hexdigest(),
+            sha256=run.stdout_sha256 or hashlib.sha256(raw or b"").hexdigest(),
             simulated=run.simulated, state=run.state, raw_output=raw,
         ))
     return GateSection(
@@ -252,28 +258,36 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
                     signoff_complete: bool) -> Report:
     label = (f"{context.gate_code} decision: {context.decision_outcome}" if kind == "gate"
              else f"final acceptance report: {context.decision_outcome}")
-    signed = sign_pdf(render_gate_report_pdf(context), reason=f"{label} (v{version})")
+    pdf = render_gate_report_pdf(context)
+    signing_started = time.monotonic()
+    signed = sign_pdf(pdf, reason=f"{label} (v{version})")
+    signing_seconds = time.monotonic() - signing_started
     check = verify_pdf(signed)
     if not check.valid:
         raise RuntimeError(f"the freshly signed report does not verify: {check.summary}")
     path = _write_new(engagement, _file_name(engagement, kind, about, version), signed)
-    return Report.objects.create(
+    report = Report.objects.create(
         engagement=engagement, decision=decision, about=about, kind=kind, version=version,
         replaces=replaces, reason=reason, issued_by=issued_by, signoff_complete=signoff_complete,
         path=str(path), sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
         signer=check.signer, signed_at=check.signed_at or timezone.now(),
-        simulated=context.simulated,
+        simulated=context.simulated, signing_seconds=signing_seconds,
     )
+    events.announce(events.report_issued, report_id=report.id)  # notifications
+    return report
 
 
 def report_issue(*, decision: Decision) -> Report:
     """Render, sign and store version 1 of the gate report of ``decision`` (its sign-off page
     "awaiting sign-off"); returns the Report row."""
     context = report_context(decision)
-    return _sign_and_store(context, engagement=decision.gate.engagement, kind=Report.Kind.GATE,
-                           about=decision, decision=decision, version=1, replaces=None,
-                           reason="issued when the decision was recorded", issued_by="service",
-                           signoff_complete=False)
+    report = _sign_and_store(context, engagement=decision.gate.engagement,
+                             kind=Report.Kind.GATE, about=decision, decision=decision, version=1,
+                             replaces=None, reason="issued when the decision was recorded",
+                             issued_by="service", signoff_complete=False)
+    events.announce(events.signoff_waiting, report_id=report.id,  # notifications
+                    parties=[SignOff.Party.VENDOR.value, SignOff.Party.CUSTOMER.value])
+    return report
 
 
 def latest_version(report: Report) -> Report:
@@ -382,6 +396,8 @@ def signoff_record(*, report: Report, user, comment: str = "") -> tuple[SignOff,
                              reason="signed off by the vendor's project manager and the "
                                     "customer's representative")
         return signoff, new
+    waiting = sorted({SignOff.Party.VENDOR.value, SignOff.Party.CUSTOMER.value} - both)
+    events.announce(events.signoff_waiting, report_id=latest.id, parties=waiting)  # notifications
     return signoff, None
 
 
@@ -561,6 +577,7 @@ def countersigned_store(*, report: Report, data: bytes, uploaded_by: str) -> Rep
         AuditEntry.objects.create(
             engagement=report.engagement, actor=uploaded_by, action="report_countersigned",
             reason=new.reason, details={"report": new.pk, "replaces": report.pk})
+        events.announce(events.report_issued, report_id=new.id)  # notifications
     return new
 
 

@@ -15,6 +15,7 @@ from acceptance.logging import log_context
 from reports.services import report_issue
 from runners import decision, execution
 from runners.launch import runs_recover
+from runners.retention import raw_outputs_prune
 
 logger = logging.getLogger(__name__)
 
@@ -56,3 +57,12 @@ def runs_recover_task() -> None:
 def recover_on_start(**_kwargs) -> None:
     """A worker that starts (again) first settles runs a dead worker left behind."""
     runs_recover()
+
+
+@shared_task(name="runners.raw_outputs_prune", acks_late=False)
+def raw_outputs_prune_task() -> None:
+    """Retention, for beat (e.g. daily); does nothing while retention is off."""
+    summary = raw_outputs_prune()
+    if summary.enabled:
+        logger.info("retention pruned %s raw outputs (%s bytes)", summary.probe_runs,
+                    summary.bytes)
