@@ -2,10 +2,23 @@
 
 With no environment at all the service runs on SQLite under ``var/`` and executes Celery tasks
 in-process. ``DATABASE_URL`` selects PostgreSQL (``postgres://user@host:5432/name``),
-``CELERY_BROKER_URL`` a real broker (``redis://127.0.0.1:6379/0``). A malformed value fails at
+``CELERY_BROKER_URL`` a real broker (``redis://127.0.0.1:6379/0``; ``filesystem://`` is the
+server-less broker ``manage.py serve`` uses on the embedded default). A malformed value fails at
 start-up with the variable's name.
+
+The service's own variables share one prefix, ``ACCEPTANCE_`` (``ACCEPTANCE_SECRET_KEY``,
+``ACCEPTANCE_ALLOWED_HOSTS`` …); the older unprefixed names (``DJANGO_SECRET_KEY``,
+``REPORT_SIGNING_PKCS12``, ``RUNS_LOST_AFTER_SECONDS`` …) are still read when the prefixed one is
+unset. Libraries' own conventions keep their names: ``DATABASE_URL``, ``CELERY_BROKER_URL``,
+``CELERY_RESULT_BACKEND``, ``SENTRY_DSN``.
+
+``ACCEPTANCE_ENV=production`` is the production switch: the HTTPS settings default to on, and a
+start without a secret key, credentials key or signing identity is refused with the variable
+named (no development fallback outside the embedded default).
 """
 
+import os
+import sys
 from pathlib import Path
 
 import environ
@@ -13,8 +26,35 @@ import environ
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
+
+def own(cast: str, name: str, *, legacy: tuple[str, ...] = (), default=None):
+    """``ACCEPTANCE_<name>`` read with django-environ's ``cast`` (str, bool, int, float, list,
+    json); the older names in ``legacy`` when it is unset; else ``default``."""
+    for variable in (f"ACCEPTANCE_{name}", *legacy):
+        if variable in os.environ:
+            return getattr(env, cast)(variable)
+    return default
+
+
+def _refuse(message: str) -> None:
+    """Stop the start with one line on stderr (manage.py, gunicorn and celery alike)."""
+    sys.stderr.write(f"refusing to start: {message}\n")
+    raise SystemExit(2)
+
+
+ENVIRONMENT = own("str", "ENV", default="development")
+if ENVIRONMENT not in ("development", "production"):
+    _refuse(f"ACCEPTANCE_ENV must be 'development' or 'production', not {ENVIRONMENT!r}")
+PRODUCTION = ENVIRONMENT == "production"
+
+
+def _required(name: str, value: str) -> str:
+    if PRODUCTION and not value:
+        _refuse(f"ACCEPTANCE_{name} is not set (ACCEPTANCE_ENV=production needs it)")
+    return value
+
 # Where the service keeps its own files: SQLite database, reports, lab servers, dev signing keys.
-VAR_DIR = Path(env.str("ACCEPTANCE_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR = Path(own("str", "VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
@@ -29,13 +69,36 @@ def _dev_secret(name: str) -> str:
     return path.read_text().strip()
 
 
-DEBUG = env.bool("DJANGO_DEBUG", default=False)
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or _dev_secret("django-secret-key")
-ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+DEBUG = own("bool", "DEBUG", legacy=("DJANGO_DEBUG",), default=False)
+SECRET_KEY = (_required("SECRET_KEY", own("str", "SECRET_KEY", legacy=("DJANGO_SECRET_KEY",),
+                                          default=""))
+              or _dev_secret("django-secret-key"))
+ALLOWED_HOSTS = own("list", "ALLOWED_HOSTS", legacy=("DJANGO_ALLOWED_HOSTS",),
+                    default=["127.0.0.1", "localhost"])
 
 # Key for credentials stored at rest (SSH private keys, passphrases): a Fernet key
 # (32 url-safe base64 bytes). Production sets it; development makes one under VAR_DIR.
-CREDENTIALS_KEY = env.str("ACCEPTANCE_CREDENTIALS_KEY", default="")
+CREDENTIALS_KEY = _required("CREDENTIALS_KEY", own("str", "CREDENTIALS_KEY", default=""))
+
+# --- HTTPS behind a reverse proxy (on by default in production) ---------------------------
+# ACCEPTANCE_SECURE_PROXY_SSL_HEADER names the header the proxy sets on HTTPS requests and its
+# value, e.g. "X-Forwarded-Proto: https"; only set it behind a proxy that overwrites the header.
+_proxy_header = own("str", "SECURE_PROXY_SSL_HEADER", default="")
+if _proxy_header:
+    _header, _colon, _value = _proxy_header.partition(":")
+    if not _colon or not _header.strip() or not _value.strip():
+        _refuse("ACCEPTANCE_SECURE_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto: https'")
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _header.strip().upper().replace("-", "_"),
+                               _value.strip())
+CSRF_TRUSTED_ORIGINS = own("list", "CSRF_TRUSTED_ORIGINS", default=[])
+SECURE_SSL_REDIRECT = own("bool", "SSL_REDIRECT", default=PRODUCTION)
+# Health checks come from the orchestrator over plain HTTP, inside the deployment.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = own("bool", "SECURE_COOKIES", default=PRODUCTION)
+SECURE_HSTS_SECONDS = own("int", "HSTS_SECONDS", default=31_536_000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = own("bool", "HSTS_INCLUDE_SUBDOMAINS", default=PRODUCTION)
+SECURE_HSTS_PRELOAD = own("bool", "HSTS_PRELOAD", default=PRODUCTION)
+# --- end of HTTPS behind a reverse proxy --------------------------------------------------
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -103,16 +166,36 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
+STATIC_ROOT = Path(own("str", "STATIC_ROOT", default=str(VAR_DIR / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # WhiteNoise serves the project's own static files (no CDN); without collectstatic (tests,
-# development) it finds them in the apps directly.
-WHITENOISE_USE_FINDERS = True
+# development) it finds them in the apps directly. Production serves what `collectstatic` wrote,
+# under hashed names (cached for ever), compressed.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+if PRODUCTION:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
 
 # Celery: the embedded default runs tasks in-process; a broker URL makes them real.
 CELERY_TASK_ALWAYS_EAGER = not env.str("CELERY_BROKER_URL", default="")
 # In-process mode never touches a broker; "memory://localhost/" keeps kombu from guessing one.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "memory://localhost/"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # The server-less broker of `manage.py serve` on the embedded default (acceptance.serving):
+    # one file per message under VAR_DIR/broker. A consumer takes a message by renaming it into
+    # "processed" (atomic on one file system, so two workers never both take it).
+    BROKER_DIR = VAR_DIR / "broker"
+    for _sub in ("queue", "processed", "control"):
+        (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": True,
+        "control_folder": str(BROKER_DIR / "control"),
+    }
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_IGNORE_RESULT = True
@@ -124,28 +207,44 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # Reports and signing. Production gives a PKCS#12 file and its passphrase; without one a
 # development signing certificate is made under VAR_DIR/signing on first use.
-REPORTS_DIR = Path(env.str("ACCEPTANCE_REPORTS_DIR", default=str(VAR_DIR / "reports")))
-REPORT_SIGNING_PKCS12 = env.str("REPORT_SIGNING_PKCS12", default="")
-REPORT_SIGNING_PASSPHRASE = env.str("REPORT_SIGNING_PASSPHRASE", default="")
-REPORT_TRUST_ROOTS = env.list("REPORT_TRUST_ROOTS", default=[])
+REPORTS_DIR = Path(own("str", "REPORTS_DIR", default=str(VAR_DIR / "reports")))
+REPORT_SIGNING_PKCS12 = _required("REPORT_SIGNING_PKCS12", own(
+    "str", "REPORT_SIGNING_PKCS12", legacy=("REPORT_SIGNING_PKCS12",), default=""))
+REPORT_SIGNING_PASSPHRASE = own("str", "REPORT_SIGNING_PASSPHRASE",
+                                legacy=("REPORT_SIGNING_PASSPHRASE",), default="")
+# A passphrase may come from a file instead (a compose/Kubernetes secret).
+_passphrase_file = own("str", "REPORT_SIGNING_PASSPHRASE_FILE", default="")
+if _passphrase_file:
+    try:
+        REPORT_SIGNING_PASSPHRASE = Path(_passphrase_file).read_text().strip()
+    except OSError as _error:
+        _refuse(f"ACCEPTANCE_REPORT_SIGNING_PASSPHRASE_FILE: cannot read {_passphrase_file}: "
+                f"{_error.strerror}")
+REPORT_TRUST_ROOTS = own("list", "REPORT_TRUST_ROOTS", legacy=("REPORT_TRUST_ROOTS",),
+                         default=[])
 SIGNING_DIR = VAR_DIR / "signing"
 # RFC 3161 timestamp authority for report signatures (empty: no timestamp token).
-SIGNING_TSA_URL = env.str("SIGNING_TSA_URL", default="")
-SIGNING_TSA_TIMEOUT_S = env.float("SIGNING_TSA_TIMEOUT_S", default=10.0)
+SIGNING_TSA_URL = own("str", "SIGNING_TSA_URL", legacy=("SIGNING_TSA_URL",), default="")
+SIGNING_TSA_TIMEOUT_S = own("float", "SIGNING_TSA_TIMEOUT_S", legacy=("SIGNING_TSA_TIMEOUT_S",),
+                            default=10.0)
 # PEM files of the roots the TSA's tokens chain to (trusted for timestamps only).
-SIGNING_TSA_TRUST_ROOTS = env.list("SIGNING_TSA_TRUST_ROOTS", default=[])
+SIGNING_TSA_TRUST_ROOTS = own("list", "SIGNING_TSA_TRUST_ROOTS",
+                              legacy=("SIGNING_TSA_TRUST_ROOTS",), default=[])
 
 # Lab nodes (local OpenSSH servers with stand-in tools) live here.
 LAB_DIR = VAR_DIR / "lab"
 
 # A node job whose worker sent no heartbeat for this long is lost (worker killed): recovery
 # fails it with the reason and kills what it left on the node (seconds).
-RUNS_LOST_AFTER_SECONDS = env.float("RUNS_LOST_AFTER_SECONDS", default=90.0)
+RUNS_LOST_AFTER_SECONDS = own("float", "RUNS_LOST_AFTER_SECONDS",
+                              legacy=("RUNS_LOST_AFTER_SECONDS",), default=90.0)
 
 # SSH defaults for probe runs (seconds).
-SSH_CONNECT_TIMEOUT = env.float("SSH_CONNECT_TIMEOUT", default=10.0)
+SSH_CONNECT_TIMEOUT = own("float", "SSH_CONNECT_TIMEOUT", legacy=("SSH_CONNECT_TIMEOUT",),
+                          default=10.0)
 # Connection set-up refused or timed out is tried again this many times (back-off 1 s, 2 s, 4 s).
-SSH_CONNECT_RETRIES = env.int("SSH_CONNECT_RETRIES", default=3)
+SSH_CONNECT_RETRIES = own("int", "SSH_CONNECT_RETRIES", legacy=("SSH_CONNECT_RETRIES",),
+                          default=3)
 
 # --- G4 soak allow-list (issue 13 item 4): the only commands a soak plan may run ----------
 # Operations, not the plan, decide which vendor drive commands and vLLM executables run on a
@@ -156,10 +255,13 @@ SSH_CONNECT_RETRIES = env.int("SSH_CONNECT_RETRIES", default=3)
 # entry on use (absolute path or bare name; shells and interpreters refused).
 import json as _json  # noqa: E402 (this block only)
 
-_soak_file = env.str("SOAK_VENDOR_COMMANDS_FILE", default="")
+_soak_file = own("str", "SOAK_VENDOR_COMMANDS_FILE", legacy=("SOAK_VENDOR_COMMANDS_FILE",),
+                 default="")
 SOAK_VENDOR_COMMANDS = (_json.loads(Path(_soak_file).read_text()) if _soak_file
-                        else env.json("SOAK_VENDOR_COMMANDS", default={}))
-SOAK_VLLM_EXECUTABLES = env.list("SOAK_VLLM_EXECUTABLES", default=["vllm"])
+                        else own("json", "SOAK_VENDOR_COMMANDS", legacy=("SOAK_VENDOR_COMMANDS",),
+                                 default={}))
+SOAK_VLLM_EXECUTABLES = own("list", "SOAK_VLLM_EXECUTABLES", legacy=("SOAK_VLLM_EXECUTABLES",),
+                            default=["vllm"])
 # The lab's stand-ins (runners/lab/standins), allowed for lab engagements only.
 SOAK_LAB_VENDOR_COMMANDS = {
     "lab-array-drive": {"inject": ["soak-array", "drive", "out", "{drive}"],
@@ -170,6 +272,13 @@ SOAK_LAB_VENDOR_COMMANDS = {
 SOAK_LAB_VLLM_EXECUTABLES = ["soak-vllm"]
 # --- end of the G4 soak allow-list -------------------------------------------------------
 
+# Logs: ACCEPTANCE_LOG_FORMAT=json (the default in production and under `manage.py serve`)
+# writes one JSON object per line with time, level, logger, message and the engagement, gate
+# run, node and probe ids where known (acceptance.logging).
+LOG_FORMAT = own("str", "LOG_FORMAT", default="json" if PRODUCTION else "text")
+if LOG_FORMAT not in ("json", "text"):
+    _refuse(f"ACCEPTANCE_LOG_FORMAT must be 'json' or 'text', not {LOG_FORMAT!r}")
+CELERY_LOG_JSON = LOG_FORMAT == "json"  # acceptance.celery gives Celery's handlers the same
 # --- notifications (issue 20 items 4-5): e-mail, webhooks, calendar feeds -------------------
 # E-mail goes through Django's mail API (EMAIL_* settings). Links in notices and calendar feeds
 # start with ACCEPTANCE_BASE_URL. A webhook attempt times out after NOTIFY_WEBHOOK_TIMEOUT_S;
@@ -197,19 +306,36 @@ ACCEPTANCE_METRICS_TOKEN = env.str("ACCEPTANCE_METRICS_TOKEN", default="")
 ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS = env.int("ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS",
                                                default=None)
 # --- end of operations -------------------------------------------------------------------
+# Beat also settles lost node jobs and stopped soaks while every worker stays up (a worker that
+# starts does it too, runners.tasks.recover_on_start).
+CELERY_BEAT_SCHEDULE["runs-recover"] = {
+    "task": "runners.runs_recover",
+    "schedule": own("float", "RECOVER_EVERY_SECONDS", default=30.0)}
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"ids": {"()": "acceptance.logging.ContextFilter"}},
+    "formatters": {"json": {"()": "acceptance.logging.json_formatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["ids"],
+                             **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "loggers": {
         "paramiko": {"level": "WARNING"},
         "pyhanko": {"level": "ERROR"},
         "pyhanko_certvalidator": {"level": "ERROR"},
     },
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+    "root": {"handlers": ["console"],
+             "level": own("str", "LOG_LEVEL", legacy=("LOG_LEVEL",),
+                          default="INFO" if PRODUCTION else "WARNING")},
 }
 
+# Error reporting: sentry-sdk when SENTRY_DSN is set (its Django and Celery integrations turn
+# on by themselves); no personal data is sent.
+SENTRY_DSN = env.str("SENTRY_DSN", default="")
+if SENTRY_DSN:
+    import sentry_sdk  # noqa: E402 (only when SENTRY_DSN is set)
+
+    sentry_sdk.init(dsn=SENTRY_DSN, environment=ENVIRONMENT, send_default_pii=False)
 # --- E-mail, passwords and invitations (issue 20 item 2) ---------------------------------
 # Invitations, membership notices and password resets go through Django's mail API: printed on
 # the console in the embedded default, sent by SMTP once EMAIL_HOST is set.

@@ -4,9 +4,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from acceptance import health
 from acceptance.metrics import metrics_view
 
 urlpatterns = [
+    # Health (issue 14): no login, for the orchestrator; exempt from the HTTPS redirect.
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

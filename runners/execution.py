@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from acceptance.logging import log_context_add
 from acceptance.models import Node
 from runners import intake
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
@@ -120,6 +121,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     """
     job = ctx.job
     node = job.node
+    log_context_add(probe=spec.name)
     override = job.gate_run.probe_timeouts.get(spec.name)
     run = ProbeRun(gate_run=job.gate_run, node=node, probe=spec.name, parser=spec.parser,
                    parser_version=PARSERS[spec.parser].PARSER_VERSION, parameters=dict(values),
@@ -221,8 +223,12 @@ def node_job_execute(*, node_job_id: int) -> None:
     if not claimed:
         logger.info("node job %s already claimed; duplicate delivery ignored", node_job_id)
         return
-    job = NodeJob.objects.select_related("node__credential", "gate_run__gate").get(id=node_job_id)
+    job = NodeJob.objects.select_related("node__credential", "gate_run__gate__engagement").get(
+        id=node_job_id)
     gate_run = job.gate_run
+    log_context_add(engagement=gate_run.gate.engagement.name, gate_run=gate_run.id,
+                    node=job.node.name)
+    logger.info("node job %s started", job.id)
     steps = node_steps(gate_run.gate, job.node)
     pending: dict[tuple, tuple] = {}  # undo steps owed: (probe, parameters) -> (spec, values)
     try:
@@ -270,6 +276,7 @@ def node_job_execute(*, node_job_id: int) -> None:
     NodeJob.objects.filter(id=job.id, state__in=NodeJob.ACTIVE).update(
         state=job.state, error_kind=job.error_kind, error=job.error, finished_at=job.finished_at
     )
+    logger.info("node job %s ended %s", job.id, job.state)
     node_jobs_dispatch(gate_run_id=gate_run.id)
     gate_run_finish_if_complete(gate_run_id=gate_run.id)
 

@@ -11,6 +11,7 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready
 
+from acceptance.logging import log_context
 from reports.services import report_issue
 from runners import decision, execution
 from runners.launch import runs_recover
@@ -21,12 +22,18 @@ logger = logging.getLogger(__name__)
 
 @shared_task(name="runners.node_job_execute", acks_late=False)
 def node_job_execute(*, node_job_id: int) -> None:
-    execution.node_job_execute(node_job_id=node_job_id)
+    with log_context(node_job=node_job_id):  # execution adds the engagement, run and node
+        execution.node_job_execute(node_job_id=node_job_id)
 
 
 @shared_task(name="runners.gate_run_evaluate", acks_late=False)
 def gate_run_evaluate(*, gate_run_id: int) -> None:
     """Decide the finished run, then issue its signed report (or say why it could not be)."""
+    with log_context(gate_run=gate_run_id):
+        _gate_run_evaluate(gate_run_id=gate_run_id)
+
+
+def _gate_run_evaluate(*, gate_run_id: int) -> None:
     decided = decision.gate_run_decide(gate_run_id=gate_run_id)
     if decided is None:
         return
@@ -37,6 +44,13 @@ def gate_run_evaluate(*, gate_run_id: int) -> None:
         decision.gate_run_report_failed(decision=decided, error=error)
         return
     decision.gate_run_done(gate_run=decided.gate_run)
+
+
+@shared_task(name="runners.runs_recover", acks_late=False)
+def runs_recover_task() -> None:
+    """Beat's periodic sweep: lost node jobs failed, stopped soaks re-attached."""
+    for line in runs_recover():
+        logger.warning("recovered: %s", line)
 
 
 @worker_ready.connect
