@@ -15,6 +15,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from acceptance import crypto
+from acceptance.tokens import ApiToken  # noqa: F401 (the app's model, defined apart)
 from runners.transport import MAX_JUMP_HOSTS, SSHTarget
 
 ENGAGEMENT_WEEKS = 10  # DOMAIN.md: "a joint acceptance test of about 10 weeks"

@@ -45,7 +45,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
     "acceptance",
@@ -187,7 +186,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "acceptance.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -201,3 +200,33 @@ SPECTACULAR_SETTINGS = {
                    "the gated joint acceptance test (token authentication).",
     "VERSION": "1",
 }
+
+# --- abuse limits and API tokens (issue 13 item 9, issue 14 item 6) ----------------------
+# Login throttling (django-axes): AXES_FAILURE_LIMIT wrong passwords for one user name from one
+# address lock that pair out for AXES_COOLOFF_MINUTES; the lockout page is in the layout.
+from datetime import timedelta as _timedelta  # noqa: E402 (this block only)
+
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",
+                           "django.contrib.auth.backends.ModelBackend"]
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = _timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "acceptance.account_views.login_locked_out"
+# API throttles (acceptance.api.throttles): anonymous requests per address, a user's requests,
+# and uploads (countersigned reports, evidence bundles, reports to verify) per user.
+API_THROTTLE_RATES = {
+    "anon": env.str("API_THROTTLE_ANON", default="60/min"),
+    "user": env.str("API_THROTTLE_USER", default="1200/min"),
+    "upload": env.str("API_THROTTLE_UPLOAD", default="60/hour"),
+}
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["acceptance.api.throttles.AnonThrottle",
+                                              "acceptance.api.throttles.UserThrottle"]
+# A new API token expires after this many days (0: never); the token page may choose fewer.
+API_TOKEN_EXPIRY_DAYS = env.int("API_TOKEN_EXPIRY_DAYS", default=90)
+# The verify page (and a countersigned upload) refuses a larger file before reading it.
+REPORT_VERIFY_MAX_BYTES = env.int("REPORT_VERIFY_MAX_BYTES", default=20 * 1024 * 1024)
+# --- end of abuse limits and API tokens --------------------------------------------------

@@ -21,9 +21,10 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from acceptance.api.errors import Conflict
+from acceptance.api.throttles import UPLOAD_THROTTLES
 from acceptance.permissions import Role, has_role
 from reports import services
-from reports.forms import MAX_VERIFY_BYTES
+from reports.forms import max_verify_bytes, too_large_message
 from reports.models import Report, ReportDownload, SignOff
 
 
@@ -145,9 +146,11 @@ class ReportActionsMixin:
         responses={201: ReportVersionSerializer,
                    400: OpenApiResponse(description="no file, or the file is refused: the "
                                                     "message says which check failed"),
-                   403: OpenApiResponse(description="not the engagement's customer")},
+                   403: OpenApiResponse(description="not the engagement's customer"),
+                   429: OpenApiResponse(description="too many uploads: Retry-After says "
+                                                    "when to try again")},
         summary="upload the customer's countersigned copy of this (latest) version")
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], throttle_classes=UPLOAD_THROTTLES)
     def countersigned(self, request, pk=None):
         report = self.get_object()
         # only the customer: a PM uploading "the customer's" copy could forge it
@@ -157,8 +160,8 @@ class ReportActionsMixin:
         upload = request.FILES.get("pdf")
         if upload is None:
             raise ValidationError({"pdf": ["send the countersigned PDF as multipart field pdf"]})
-        if upload.size > MAX_VERIFY_BYTES:
-            raise ValidationError({"pdf": ["the file is larger than 50 MB"]})
+        if upload.size > max_verify_bytes():
+            raise ValidationError({"pdf": [too_large_message()]})
         try:
             new = services.countersigned_store(report=report, data=upload.read(),
                                                uploaded_by=request.user.get_username())
