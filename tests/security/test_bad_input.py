@@ -1,9 +1,12 @@
-"""Input the API's schema allows but the service used to answer with 500: numbers beyond 64
-bits in integer filters, a JSON body that is not an object on soak pause/abort."""
+"""Input the API's schema allows but the service used to answer with 500 (numbers beyond 64
+bits in integer filters, a JSON body that is not an object on soak pause/abort), and names with
+a trailing newline the validators used to let in."""
 
 import pytest
+from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
+from acceptance import models
 from acceptance.tokens import api_token_create
 from runners.soak.models import Soak
 from tests.soak.pages_fixtures import personas, recorded_soak
@@ -58,3 +61,15 @@ def test_a_soak_action_with_a_body_that_is_not_an_object(action):
     assert response.status_code == 400 and list(response.json()) == ["reason"]
     assert Soak.objects.get(id=soak.id).state == "running"
     assert Soak.objects.get(id=soak.id).abort_requested_at is None
+
+
+@pytest.mark.parametrize("validator, good", [
+    ("name_validator", "acme.site-1"), ("interface_validator", "ens1f0"),
+    ("device_path_validator", "/dev/nvme0n1"), ("ssh_user_validator", "acctest"),
+    ("host_validator", "10.0.0.5"),
+])
+def test_model_validators_refuse_a_trailing_newline(validator, good):
+    check = getattr(models, validator)
+    check(good)
+    with pytest.raises(ValidationError):
+        check(good + "\n")
