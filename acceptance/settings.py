@@ -10,23 +10,21 @@ from pathlib import Path
 
 import environ
 
+from acceptance.files import private_dir, private_secret, private_sqlite_file
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
 # Where the service keeps its own files: SQLite database, reports, lab servers, dev signing keys.
 VAR_DIR = Path(env.str("ACCEPTANCE_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+private_dir(VAR_DIR)  # 0700: database, secrets and keys are for the service alone
 
 
 def _dev_secret(name: str) -> str:
     """A per-installation secret kept in VAR_DIR, made on first use (development only)."""
     from django.core.management.utils import get_random_secret_key
 
-    path = VAR_DIR / name
-    if not path.exists():
-        path.write_text(get_random_secret_key())
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return private_secret(VAR_DIR / name, get_random_secret_key)
 
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
@@ -92,6 +90,8 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Worker and command share the file: wait for a writer instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        private_sqlite_file(Path(DATABASES["default"]["NAME"]))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en"
