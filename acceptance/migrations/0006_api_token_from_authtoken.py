@@ -17,7 +17,7 @@ def tokens_hash(apps, schema_editor):
         return
     ApiToken = apps.get_model("acceptance", "ApiToken")
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT key, user_id, created FROM {LEGACY_TABLE}")  # noqa: S608
+        cursor.execute(f"SELECT key, user_id, created FROM {LEGACY_TABLE}")  # noqa: S608  # nosec B608 # a constant name
         rows = cursor.fetchall()
     for key, user_id, created in rows:
         if isinstance(created, str):  # SQLite hands back text
