@@ -218,8 +218,10 @@ def test_the_openapi_schema_validates_without_warnings(tmp_path, db):
     assert {"metric", "value", "unit", "labels", "inputs"} <= set(measurement)
 
 
-def test_the_schema_is_served(db):
-    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+def test_the_schema_is_served_to_logged_in_people_only(client_for):
+    assert client_for(None).get("/api/schema/").status_code == 401
+    response = client_for("customer").get("/api/schema/",
+                                          HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200
     assert json.loads(response.content)["info"]["title"] == "Acceptance service API"
 
