@@ -229,4 +229,7 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["acceptance.api.throttles.AnonThro
 API_TOKEN_EXPIRY_DAYS = env.int("API_TOKEN_EXPIRY_DAYS", default=90)
 # The verify page (and a countersigned upload) refuses a larger file before reading it.
 REPORT_VERIFY_MAX_BYTES = env.int("REPORT_VERIFY_MAX_BYTES", default=20 * 1024 * 1024)
+# The schema documents the error answers of every operation (acceptance.api.schema).
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
+    "drf_spectacular.hooks.postprocess_schema_enums", "acceptance.api.schema.common_errors"]
 # --- end of abuse limits and API tokens --------------------------------------------------

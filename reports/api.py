@@ -21,6 +21,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from acceptance.api.errors import Conflict
+from acceptance.api.schema import Unpaginated
 from acceptance.api.throttles import UPLOAD_THROTTLES
 from acceptance.permissions import Role, has_role
 from reports import services
@@ -65,11 +66,11 @@ class ReportVersionSerializer(serializers.ModelSerializer):
                   "sha256", "size_bytes", "signer", "signed_at", "simulated", "download_url"]
         read_only_fields = fields
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_gate(self, report: Report) -> str | None:
         return report.about.gate.code if report.about_id else None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_outcome(self, report: Report) -> str | None:
         return report.about.outcome if report.about_id else None
 
@@ -84,9 +85,10 @@ class ReportVersionSerializer(serializers.ModelSerializer):
         return request.build_absolute_uri(path) if request is not None else path
 
 
-class ReportActionsMixin:
+class ReportActionsMixin(Unpaginated):
     """Actions of the report viewset (``get_object`` gives only visible reports)."""
 
+    unpaginated_actions = frozenset({"versions", "signoffs", "downloads"})
     parser_classes = [JSONParser, FormParser, MultiPartParser]
 
     @extend_schema(responses=ReportVersionSerializer(many=True),

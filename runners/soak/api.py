@@ -26,6 +26,7 @@ from rest_framework.exceptions import APIException, PermissionDenied, Validation
 from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from acceptance.api.schema import Unpaginated
 from acceptance.permissions import Role, engagements_for, has_role
 from runners.soak import presentation, queries
 from runners.soak.driver import soak_abort, soak_pause, soak_resume
@@ -178,8 +179,10 @@ def _require_engineer(request) -> None:
         raise PermissionDenied("only engineers may do this")
 
 
-class SoakViewSet(ReadOnlyModelViewSet):
+class SoakViewSet(Unpaginated, ReadOnlyModelViewSet):
     """G4 soaks the user may see, newest first."""
+
+    unpaginated_actions = frozenset({"series"})
 
     serializer_class = SoakSerializer
 
