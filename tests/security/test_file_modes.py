@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from acceptance.files import private_secret, private_write
+from runners.lab.server import _write
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,5 @@ def test_a_private_file_is_never_readable_by_others(tmp_path):
 
 
 def test_a_lab_servers_keys_are_0600(tmp_path):
-    from runners.lab.server import _write
-
     _write(tmp_path / "client_key", "PRIVATE")
     assert mode(tmp_path / "client_key") == 0o600
