@@ -117,3 +117,15 @@ def test_the_migration_hashes_authtoken_keys_so_they_keep_working(people):
     assert token.digest == hashlib.sha256(legacy.encode()).hexdigest()
     assert token.prefix == legacy[:8] and token.expires_at is None
     assert api(legacy).get("/api/engagements/").status_code == 200
+
+
+def test_the_token_page_and_the_lockout_read_in_chinese(client, people, settings):
+    client.force_login(people["pm"])
+    page = client.get("/accounts/tokens/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "API 令牌" in page and "创建令牌" in page
+    settings.AXES_FAILURE_LIMIT = 1
+    client.logout()
+    response = client.post("/accounts/login/", {"username": "pm", "password": "wrong"},
+                           HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert response.status_code == 429
+    assert "请在 15 分钟后再试" in response.content.decode()
