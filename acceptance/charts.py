@@ -46,7 +46,7 @@ COMPACT = Layout("compact", 330, 84, 12, 318, 44, 16, 12, 13)
 @dataclass(frozen=True)
 class TimelineMark:
     code: str
-    due_week: int
+    due_week: float  # where the mark sits: weeks from the start (a moved due date: a fraction)
     state: str  # pending, passed, stopped, review
     title: str  # the state in words, for the tooltip: "G1 arrival acceptance: passed"
     overdue: bool = False

@@ -20,6 +20,15 @@ from runners.transport import MAX_JUMP_HOSTS, SSHTarget
 
 ENGAGEMENT_WEEKS = 10  # DOMAIN.md: "a joint acceptance test of about 10 weeks"
 
+# The reference profiles an engagement's G2/G3 figures can be compared with, by name. Until the
+# profiles become data of their own, there is one: the figures the default criteria carry
+# (gates.defaults, DOMAIN.md R2). A profile names its platform, model, parallelism and workload.
+REFERENCE_PROFILES = {
+    "R2-MI308X-TP8": "R2: Qwen3-Coder-480B-FP8, TP=8 on 8 × MI308X, ROCm 7.2, vLLM 0.20.1, "
+                     "LMCache, long-context cold resume; baseline one local PCIe Gen4 NVMe",
+}
+DEFAULT_REFERENCE_PROFILE = "R2-MI308X-TP8"
+
 # \A…\Z, not ^…$: "$" also matches before a trailing newline, which would let "name\n" in.
 name_validator = RegexValidator(
     r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z",
@@ -73,6 +82,11 @@ class Engagement(models.Model):
     )
     is_lab = models.BooleanField(
         default=False, help_text="a lab engagement: its node runs stand-in tools (simulated)"
+    )
+    reference_profile = models.CharField(
+        max_length=64, choices=list(REFERENCE_PROFILES.items()),
+        default=DEFAULT_REFERENCE_PROFILE,
+        help_text="the reference figures its G2/G3 results are compared with",
     )
     max_parallel_nodes = models.PositiveIntegerField(
         default=16, validators=[MinValueValidator(1), MaxValueValidator(1024)],
@@ -277,7 +291,10 @@ class BomItem(models.Model):
     engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE, related_name="bom_items")
     position = models.PositiveIntegerField()
     description = models.CharField(max_length=300)
-    quantity = models.PositiveIntegerField(default=1)
+    quantity = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    part_number = models.CharField(max_length=100, blank=True)
+    serials = models.JSONField(default=list, blank=True,
+                               help_text="the serial numbers of the delivered units")
     ticked_by = models.CharField(max_length=150, blank=True)
     ticked_at = models.DateTimeField(null=True, blank=True)
 
@@ -331,3 +348,52 @@ class Membership(models.Model):
     def clean(self) -> None:
         if self.role == self.Role.CUSTOMER and self.organisation_id is None:
             raise ValidationError({"organisation": "a customer belongs to an organisation"})
+
+
+class Invitation(models.Model):
+    """An e-mailed, one-time invitation to the service with a role, sent from an engagement's
+    People page: the invitee sets a password from the link and gets a ``Membership``.
+
+    Only the sha256 of the link's token is stored (the mail carries the token itself). A link is
+    good once, until ``expires_at``, unless revoked; a customer invited from an engagement
+    belongs to that engagement's organisation.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        USED = "used"
+        REVOKED = "revoked"
+        EXPIRED = "expired"
+
+    engagement = models.ForeignKey(Engagement, on_delete=models.CASCADE,
+                                   related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=Membership.Role.choices)
+    token_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    invited_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, blank=True,
+                                related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"invitation of {self.email} as {self.role} ({self.engagement})"
+
+    @staticmethod
+    def token_hash(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    def status(self, now) -> str:
+        if self.used_at is not None:
+            return self.Status.USED
+        if self.revoked_at is not None:
+            return self.Status.REVOKED
+        if now >= self.expires_at:
+            return self.Status.EXPIRED
+        return self.Status.PENDING

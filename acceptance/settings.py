@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "runners",
     "runners.soak",
     "reports",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -115,7 +116,7 @@ CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_IGNORE_RESULT = True
 # The task modules (doors onto the services), found by name: runners.doorbell rings them.
-CELERY_IMPORTS = ("runners.tasks", "runners.soak.tasks")
+CELERY_IMPORTS = ("runners.tasks", "runners.soak.tasks", "notifications.tasks")
 CELERY_TASK_ACKS_LATE = False  # a probe run on a customer node is never re-delivered silently
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -168,6 +169,24 @@ SOAK_LAB_VENDOR_COMMANDS = {
 SOAK_LAB_VLLM_EXECUTABLES = ["soak-vllm"]
 # --- end of the G4 soak allow-list -------------------------------------------------------
 
+# --- notifications (issue 20 items 4-5): e-mail, webhooks, calendar feeds -------------------
+# E-mail goes through Django's mail API (EMAIL_* settings). Links in notices and calendar feeds
+# start with ACCEPTANCE_BASE_URL. A webhook attempt times out after NOTIFY_WEBHOOK_TIMEOUT_S;
+# a failed delivery is tried NOTIFY_MAX_ATTEMPTS times in all, NOTIFY_RETRY_BASE_S × 2^n apart.
+NOTIFICATIONS_BASE_URL = env.str("ACCEPTANCE_BASE_URL", default="http://127.0.0.1:8000")
+NOTIFY_WEBHOOK_TIMEOUT_S = env.float("NOTIFY_WEBHOOK_TIMEOUT_S", default=5.0)
+NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=5)
+NOTIFY_RETRY_BASE_S = env.float("NOTIFY_RETRY_BASE_S", default=30.0)
+# A run whose node jobs no worker picked up for this long is "queued too long" (seconds).
+NOTIFY_QUEUED_TOO_LONG_SECONDS = env.float("NOTIFY_QUEUED_TOO_LONG_SECONDS", default=900.0)
+# Celery beat (`celery -A acceptance beat`) runs the sweep: due soon, overdue, queued too long.
+CELERY_BEAT_SCHEDULE = {
+    "notifications-schedule-sweep": {"task": "notifications.schedule_sweep",
+                                     "schedule": env.float("NOTIFY_SWEEP_SECONDS",
+                                                           default=600.0)},
+}
+# --- end of notifications --------------------------------------------------------------------
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -179,6 +198,30 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
 }
+
+# --- E-mail, passwords and invitations (issue 20 item 2) ---------------------------------
+# Invitations, membership notices and password resets go through Django's mail API: printed on
+# the console in the embedded default, sent by SMTP once EMAIL_HOST is set.
+EMAIL_HOST = env.str("EMAIL_HOST", default="")
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default=(
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"))
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=30.0)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="acceptance@localhost")
+# An invitation's link is good once, for this many days.
+INVITATION_EXPIRY_DAYS = env.int("INVITATION_EXPIRY_DAYS", default=7)
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# --- end of e-mail, passwords and invitations --------------------------------------------
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -16,8 +16,10 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("api/", include("acceptance.api.urls")),
     path("", include("acceptance.web_urls")),
+    path("", include("acceptance.people.urls")),  # People, invitations, password reset
     path("", include("runners.urls")),
     path("", include("runners.lab.urls")),  # the lab harness (stand-in nodes), by name
     path("", include("runners.soak.urls")),
     path("", include("reports.urls")),
+    path("", include("notifications.urls")),  # notifications and calendar feeds
 ]

@@ -13,7 +13,8 @@ from acceptance.models import Engagement
 
 
 class Gate(models.Model):
-    """One stop/go gate of an engagement, due at the end of week ``due_week``.
+    """One stop/go gate of an engagement, due at the end of week ``due_week`` (or on the
+    ``rescheduled_due_date`` a person set with a reason).
 
     ``state``: pending (not run or last run produced no decision), passed, stopped (criteria not
     met: the engagement stops), review (a figure outside the reference range awaits a person).
@@ -30,6 +31,11 @@ class Gate(models.Model):
     name = models.CharField(max_length=100)
     order = models.PositiveSmallIntegerField()
     due_week = models.PositiveSmallIntegerField()
+    rescheduled_due_date = models.DateField(
+        null=True, blank=True,
+        help_text="the due date a person moved it to, with a reason (audit trail); empty: the "
+                  "end of week due_week",
+    )
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     description = models.TextField(blank=True)
     probe_plan = models.JSONField(
@@ -51,6 +57,8 @@ class Gate(models.Model):
 
     @property
     def due_date(self):
+        if self.rescheduled_due_date is not None:
+            return self.rescheduled_due_date
         return self.engagement.start_date + timedelta(weeks=self.due_week)
 
     @property

@@ -10,11 +10,19 @@ from __future__ import annotations
 import math
 from datetime import date
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from acceptance.models import AuditEntry, Engagement, Organisation
+from acceptance import events
+from acceptance.models import (
+    DEFAULT_REFERENCE_PROFILE,
+    Array,
+    AuditEntry,
+    Engagement,
+    Organisation,
+)
 from acceptance.units import measurement_text
 from gates import evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
@@ -49,17 +57,155 @@ def gates_seed(*, engagement: Engagement) -> list[Gate]:
     return gates
 
 
+# Names an engagement may not take: the page that creates engagements sits at /engagements/new/.
+RESERVED_ENGAGEMENT_NAMES = ("new",)
+ARRAY_FIELDS = ("model", "serial", "expected_drive_count", "link_speed_mbps", "layout")
+
+
+def _organisation(customer: str) -> tuple[Organisation, bool]:
+    """The organisation named ``customer`` (created if new) and whether it was created."""
+    name = (customer or "").strip()
+    if not name:
+        raise ValidationError({"customer": _("give the customer organisation's name")})
+    found = Organisation.objects.filter(name=name).first()
+    if found is not None:
+        return found, False
+    organisation = Organisation(name=name)
+    try:
+        organisation.full_clean()
+    except ValidationError as error:
+        raise ValidationError({"customer": error.messages}) from None
+    organisation.save()
+    return organisation, True
+
+
+def _arrays_build(engagement: Engagement, arrays: list[dict]) -> list[Array]:
+    """Unsaved ``Array`` rows of ``engagement``, each checked; errors name ``arrays[i].field``
+    (counted from 1, as people count)."""
+    rows, errors, serials = [], {}, {}
+    for number, fields in enumerate(arrays, start=1):
+        unknown = sorted(set(fields) - set(ARRAY_FIELDS))
+        if unknown:
+            errors[f"arrays[{number}]"] = [_("unknown field(s): %(fields)s (known: %(known)s)")
+                                          % {"fields": ", ".join(unknown),
+                                             "known": ", ".join(ARRAY_FIELDS)}]
+            continue
+        array = Array(engagement=engagement, **fields)
+        try:
+            array.full_clean(exclude=["engagement"], validate_constraints=False)
+        except ValidationError as error:
+            errors.update({f"arrays[{number}].{field}": messages
+                           for field, messages in error.message_dict.items()})
+            continue
+        if array.serial in serials:
+            errors[f"arrays[{number}].serial"] = [
+                _("serial %(serial)s is already array %(other)d's") % {
+                    "serial": array.serial, "other": serials[array.serial]}]
+            continue
+        serials[array.serial] = number
+        rows.append(array)
+    if errors:
+        raise ValidationError(errors)
+    return rows
+
+
 @transaction.atomic
-def engagement_create(*, name: str, customer: str, start_date: date, is_lab: bool = False,
-                      report_language: str = "en") -> Engagement:
-    """A new active engagement for ``customer`` (created if new) with G1–G4 seeded."""
-    organisation, _ = Organisation.objects.get_or_create(name=customer)
-    engagement = Engagement(name=name, customer=organisation, start_date=start_date,
-                            is_lab=is_lab, report_language=report_language)
-    engagement.full_clean()
+def engagement_create(*, name: str, customer: str, start_date: date | str, is_lab: bool = False,
+                      report_language: str = "en",
+                      reference_profile: str = DEFAULT_REFERENCE_PROFILE,
+                      arrays: list[dict] | tuple = (), actor: str = "",
+                      via: str = "") -> Engagement:
+    """A new active engagement for ``customer`` (the organisation is created if new) with its
+    arrays and G1–G4 seeded from the defaults (each with the definition's sha256, due at the end
+    of weeks 2, 4, 7, 10 from ``start_date``).
+
+    All or nothing: ValidationError (keyed by field: ``name``, ``customer``, ``start_date``,
+    ``report_language``, ``reference_profile``, ``arrays[i].serial`` …) and nothing stored.
+    With ``actor``, the creation is recorded in the engagement's audit trail (``via``: the door
+    it came through, e.g. "on the engagement page")."""
+    if (name or "").strip().lower() in RESERVED_ENGAGEMENT_NAMES:
+        raise ValidationError({"name": _("%(name)s is reserved: choose another name") % {
+            "name": repr(name)}})
+    errors = {}
+    engagement = Engagement(name=name, start_date=start_date, is_lab=is_lab,
+                            report_language=report_language,
+                            reference_profile=reference_profile)
+    try:
+        engagement.full_clean(exclude=["customer"])
+    except ValidationError as error:
+        errors.update(error.message_dict)
+    try:
+        rows = _arrays_build(engagement, list(arrays))
+    except ValidationError as error:
+        errors.update(error.message_dict)
+    try:
+        organisation, organisation_created = _organisation(customer)
+    except ValidationError as error:
+        errors.update(error.message_dict)
+    if errors:
+        raise ValidationError(errors)
+    engagement.customer = organisation
     engagement.save()
-    gates_seed(engagement=engagement)
+    for array in rows:
+        array.engagement = engagement
+    Array.objects.bulk_create(rows)
+    engagement_seed(engagement=engagement, actor=actor, via=via,
+                    organisation_created=organisation_created)
     return engagement
+
+
+@transaction.atomic
+def engagement_seed(*, engagement: Engagement, actor: str = "", via: str = "",
+                    organisation_created: bool = False,
+                    action: str = "engagement created") -> list[Gate]:
+    """Seed a new engagement's G1–G4 (``gates_seed``) and, with ``actor``, record its creation
+    in the audit trail: who, through which door, its customer, arrays and gates' due dates and
+    definition sha256s. ValueError when it has gates already."""
+    if engagement.gates.exists():
+        raise ValueError(_("engagement %(name)s has its gates already") % {
+            "name": engagement.name})
+    gates = gates_seed(engagement=engagement)
+    if actor:
+        AuditEntry.objects.create(
+            engagement=engagement, actor=actor, action=action,
+            reason=f"{action} {via}".strip(),
+            details={"customer": engagement.customer.name,
+                     "organisation_created": organisation_created,
+                     "start_date": engagement.start_date.isoformat(),
+                     "report_language": engagement.report_language,
+                     "reference_profile": engagement.reference_profile,
+                     "arrays": list(engagement.arrays.order_by("serial")
+                                    .values_list("serial", flat=True)),
+                     "gates": {g.code: {"due_date": g.due_date.isoformat(),
+                                        "defaults_sha256": g.defaults_sha256} for g in gates}},
+        )
+    return gates
+
+
+@transaction.atomic
+def gate_due_date_move(*, gate: Gate, due_date: date, actor: str, reason: str) -> Gate:
+    """Move ``gate``'s due date, with the reason and the old and new dates in the audit trail.
+    ValueError, with nothing changed, when the reason is blank, the date is the current one,
+    or the gate has passed (its date is history)."""
+    if not reason or not reason.strip():
+        raise ValueError(_("moving a due date needs a reason"))
+    gate = Gate.objects.select_for_update().select_related("engagement").get(pk=gate.pk)
+    if gate.state == Gate.State.PASSED:
+        raise ValueError(_("%(gate)s has passed; its due date is history") % {
+            "gate": gate.code})
+    old = gate.due_date
+    if due_date == old:
+        raise ValueError(_("%(gate)s is already due on %(date)s") % {
+            "gate": gate.code, "date": old.isoformat()})
+    gate.rescheduled_due_date = due_date
+    gate.save(update_fields=["rescheduled_due_date"])
+    AuditEntry.objects.create(
+        engagement=gate.engagement, actor=actor, action="due date moved",
+        reason=reason.strip(),
+        details={"gate": gate.code, "old_due_date": old.isoformat(),
+                 "new_due_date": due_date.isoformat(), "due_week": gate.due_week},
+    )
+    return gate
 
 
 def gate_get(*, engagement: Engagement, code: str) -> Gate:
@@ -168,6 +314,7 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
     elif outcome == "passed" and not engagement.gates.filter(order__gt=gate.order).exists():
         engagement.state = Engagement.State.ACCEPTED
         engagement.save(update_fields=["state"])
+    events.announce(events.gate_decided, decision_id=decision.id)  # notifications
     return decision
 
 

@@ -36,6 +36,7 @@ from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from acceptance import events
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagements_for, role_of
 from gates.models import Decision, Gate
@@ -257,23 +258,28 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
     if not check.valid:
         raise RuntimeError(f"the freshly signed report does not verify: {check.summary}")
     path = _write_new(engagement, _file_name(engagement, kind, about, version), signed)
-    return Report.objects.create(
+    report = Report.objects.create(
         engagement=engagement, decision=decision, about=about, kind=kind, version=version,
         replaces=replaces, reason=reason, issued_by=issued_by, signoff_complete=signoff_complete,
         path=str(path), sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
         signer=check.signer, signed_at=check.signed_at or timezone.now(),
         simulated=context.simulated,
     )
+    events.announce(events.report_issued, report_id=report.id)  # notifications
+    return report
 
 
 def report_issue(*, decision: Decision) -> Report:
     """Render, sign and store version 1 of the gate report of ``decision`` (its sign-off page
     "awaiting sign-off"); returns the Report row."""
     context = report_context(decision)
-    return _sign_and_store(context, engagement=decision.gate.engagement, kind=Report.Kind.GATE,
-                           about=decision, decision=decision, version=1, replaces=None,
-                           reason="issued when the decision was recorded", issued_by="service",
-                           signoff_complete=False)
+    report = _sign_and_store(context, engagement=decision.gate.engagement,
+                             kind=Report.Kind.GATE, about=decision, decision=decision, version=1,
+                             replaces=None, reason="issued when the decision was recorded",
+                             issued_by="service", signoff_complete=False)
+    events.announce(events.signoff_waiting, report_id=report.id,  # notifications
+                    parties=[SignOff.Party.VENDOR.value, SignOff.Party.CUSTOMER.value])
+    return report
 
 
 def latest_version(report: Report) -> Report:
@@ -382,6 +388,8 @@ def signoff_record(*, report: Report, user, comment: str = "") -> tuple[SignOff,
                              reason="signed off by the vendor's project manager and the "
                                     "customer's representative")
         return signoff, new
+    waiting = sorted({SignOff.Party.VENDOR.value, SignOff.Party.CUSTOMER.value} - both)
+    events.announce(events.signoff_waiting, report_id=latest.id, parties=waiting)  # notifications
     return signoff, None
 
 
@@ -561,6 +569,7 @@ def countersigned_store(*, report: Report, data: bytes, uploaded_by: str) -> Rep
         AuditEntry.objects.create(
             engagement=report.engagement, actor=uploaded_by, action="report_countersigned",
             reason=new.reason, details={"report": new.pk, "replaces": report.pk})
+        events.announce(events.report_issued, report_id=new.id)  # notifications
     return new
 
 

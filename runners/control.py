@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from acceptance import events
 from runners.dispatch import gate_run_finish_if_complete
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.probes import kill_command
@@ -111,6 +112,7 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
                 state=ProbeRun.State.FAILED, error_kind="lost", finished_at=timezone.now(),
                 error=f"{reason}; remote process group: {said}")
         lines.append(f"{job.gate_run} on {job.node.name}: {reason}")
+        events.announce(events.run_lost, node_job_id=job.id)  # notifications
         logger.warning("recovered lost node job %s: %s", job.id, reason)
         gate_run_finish_if_complete(gate_run_id=job.gate_run_id)
     # A run left in "evaluating" by a worker that died while deciding: no decision was
@@ -125,4 +127,5 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
         if GateRun.objects.filter(id=gate_run.id, state=GateRun.State.EVALUATING).update(
                 state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
             lines.append(f"{gate_run}: {reason}")
+            events.announce(events.run_failed, gate_run_id=gate_run.id)  # notifications
     return lines

@@ -15,6 +15,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from acceptance import events
 from gates import derivations, evaluation
 from gates.models import Decision
 from gates.services import criterion_spec, decision_record, node_array_line_rates
@@ -41,6 +42,7 @@ def _fail(gate_run: GateRun, reason: str) -> GateRun:
     gate_run.state, gate_run.error = GateRun.State.FAILED, reason
     gate_run.finished_at = timezone.now()
     gate_run.save(update_fields=["state", "error", "finished_at"])
+    events.announce(events.run_failed, gate_run_id=gate_run.id)  # notifications
     return gate_run
 
 

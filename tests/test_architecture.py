@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = (ROOT / "ARCHITECTURE.md").read_text()
-APPS = ("acceptance", "gates", "runners", "reports")
+APPS = ("acceptance", "gates", "runners", "reports", "notifications")
 CODE = re.compile(r"`([^`]+)`")
 
 

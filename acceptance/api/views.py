@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from acceptance.api import serializers as s
+from acceptance.api.engagement_create import EngagementCreateMixin
 from acceptance.api.errors import Conflict
 from acceptance.models import Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
@@ -130,8 +131,9 @@ _gate_filters = {
 
 @extend_schema(tags=["engagements"])
 @filtered(state=("state", str, "active, stopped or accepted"))
-class EngagementViewSet(ScopedViewSet):
-    """Engagements the user may see, by name, with their gates' states."""
+class EngagementViewSet(EngagementCreateMixin, ScopedViewSet):
+    """Engagements the user may see, by name, with their gates' states; POST creates one
+    (project managers)."""
 
     serializer_class = s.EngagementSerializer
     lookup_field = "name"

@@ -81,6 +81,9 @@ def _next_due(engagement: Engagement, gates: list[Gate], today: date) -> str:
         return _("All gates passed: the engagement is accepted.")
     if engagement.state == Engagement.State.STOPPED:
         return _("Nothing runs until a project manager re-opens the engagement.")
+    if not gates:
+        return _("No gates: G1–G4 were never seeded for this engagement (the admin's action "
+                 "\"Seed the default gates\" adds them).")
     upcoming = next((g for g in gates if g.state != Gate.State.PASSED), None)
     if upcoming is None:
         return _("Every gate has passed.")
@@ -135,7 +138,7 @@ def dashboard_row(engagement: Engagement, today: date, words: PageWords | None =
 # What a dashboard row is made of, read as plain values (no model instances per row).
 ENGAGEMENT_VALUES = ("id", "name", "customer__name", "state", "stopped_reason", "is_lab",
                      "start_date")
-GATE_VALUES = ("engagement_id", "code", "name", "due_week", "state")
+GATE_VALUES = ("engagement_id", "code", "name", "due_week", "rescheduled_due_date", "state")
 
 # Built rows with their rendered section, keyed on every stored value the row is made of (the
 # engagement's and its gates' fields above), today's date and the language: a changed gate
@@ -185,8 +188,8 @@ def _row_build(values: tuple, gate_values: tuple, today: date, words: PageWords)
     engagement = Engagement(id=pk, name=name, customer=Organisation(name=customer), state=state,
                             stopped_reason=stopped_reason, is_lab=is_lab, start_date=start_date)
     gates = [Gate(engagement=engagement, code=code, name=gate_name, due_week=due_week,
-                  state=gate_state)
-             for code, gate_name, due_week, gate_state in gate_values]
+                  rescheduled_due_date=rescheduled, state=gate_state)
+             for code, gate_name, due_week, rescheduled, gate_state in gate_values]
     row = dashboard_row(engagement, today, words, gates=gates)
     row.html = dashboard_row_html(row)
     return row

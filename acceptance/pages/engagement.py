@@ -50,6 +50,9 @@ class BomLine:
     ticked_by: str
     ticked_at: str
     tick_url: str
+    part_number: str = ""
+    serials: str = ""
+    edit_url: str = ""
 
 
 @dataclass
@@ -108,6 +111,7 @@ class GateSection:
     accept_review_url: str
     launch_url: str
     evidence_url: str
+    due_date_url: str = ""
 
 
 @dataclass
@@ -120,13 +124,16 @@ class AuditLine:
 
 
 def bom_line(item: BomItem, *, engagement_name: str, can_tick: bool) -> BomLine:
-    """One checklist line; ``tick_url`` only while it is open and the viewer may tick it."""
+    """One checklist line; ``tick_url`` only while it is open and the viewer may tick it,
+    ``edit_url`` (edit, remove) whenever the viewer may tick."""
     return BomLine(
         position=item.position, text=f"{item.quantity} × {data_text(item.description)}",
         ticked=item.ticked_at is not None, ticked_by=data_text(item.ticked_by),
         ticked_at=minute(item.ticked_at),
         tick_url=reverse("bom-tick", args=[engagement_name, item.position])
-        if can_tick and item.ticked_at is None else "")
+        if can_tick and item.ticked_at is None else "",
+        part_number=item.part_number, serials=" ".join(item.serials),
+        edit_url=reverse("bom-edit", args=[engagement_name, item.position]) if can_tick else "")
 
 
 def criterion_requirement(criterion: Criterion) -> str:
@@ -175,6 +182,19 @@ def _audit_change(action: str, details: dict) -> str:
         return _("%(gate)s accepted after review") % {"gate": details.get("gate", "")}
     if "node" in details:
         return f"{details['node']} · {details.get('host_key_fingerprint', '')}"
+    # Other entries' details carry these keys with other shapes (the lab's "bom" is a sentence).
+    if "old_due_date" in details:
+        return _("%(gate)s due %(old)s → %(new)s") % {
+            "gate": details.get("gate", ""), "old": details["old_due_date"],
+            "new": details.get("new_due_date", "")}
+    if isinstance(details.get("bom"), dict):
+        item = details["bom"]
+        return f"#{item.get('position')} {item.get('quantity')} × {item.get('description')}"
+    if isinstance(details.get("file"), str) and "sha256" in details:
+        return f"{details['file']} · sha256 {str(details['sha256'])[:16]}…"
+    if isinstance(details.get("gates"), dict):
+        return " · ".join(f"{code} {g.get('due_date', '')}" for code, g in
+                          details["gates"].items() if isinstance(g, dict))
     return ""
 
 
@@ -228,7 +248,9 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
             accept_review_url=reverse("gate-accept-review", args=[name, gate.code])
             if in_review and can_manage else "",
             launch_url=optional_url("gate-run-start", name, gate.code) if can_run else "",
-            evidence_url=optional_url("gate-evidence", name, gate.code) if can_run else ""))
+            evidence_url=optional_url("gate-evidence", name, gate.code) if can_run else "",
+            due_date_url=reverse("gate-due-date", args=[name, gate.code])
+            if can_manage and not accepted and gate.state != Gate.State.PASSED else ""))
     bom = [bom_line(i, engagement_name=name, can_tick=can_manage and not accepted)
            for i in engagement.bom_items.order_by("position")]
     nodes = [
@@ -256,6 +278,9 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
         "start_date": day(engagement.start_date), "end_date": day(engagement.end_date),
         "week_text": week_text(engagement, today),
         "bom": bom, "bom_open": sum(not b.ticked for b in bom),
+        "bom_add_url": reverse("bom-add", args=[name]) if can_manage and not accepted else "",
+        "bom_upload_url": reverse("bom-upload", args=[name])
+        if can_manage and not accepted else "",
         "nodes": nodes, "arrays": arrays, "gates": sections, "audit": audit,
         "stopped": stopped,
         "reopen_url": reverse("engagement-reopen", args=[name]) if stopped and can_manage

@@ -47,6 +47,12 @@ AUDIT_ACTION_WORDS = {
     "review accepted": gettext_lazy("review accepted"),
     "node enrolled": gettext_lazy("node enrolled"),
     "lab engagement created": gettext_lazy("lab engagement created"),
+    "engagement created": gettext_lazy("engagement created"),
+    "due date moved": gettext_lazy("due date moved"),
+    "BOM item added": gettext_lazy("BOM item added"),
+    "BOM item changed": gettext_lazy("BOM item changed"),
+    "BOM item removed": gettext_lazy("BOM item removed"),
+    "BOM uploaded": gettext_lazy("BOM uploaded"),
 }
 ORIGIN_WORDS = {"ssh": gettext_lazy("collected over SSH"),
                 "imported": gettext_lazy("imported evidence bundle")}

@@ -29,6 +29,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from acceptance import events
 from gates.models import Gate
 from gates.services import gate_check_runnable
 from runners import doorbell
@@ -221,6 +222,7 @@ def _abort(soak: Soak, nodes: NodePool, reason: str, *, failed: bool = False,
     state = Soak.State.FAILED if failed else Soak.State.ABORTED
     Soak.objects.filter(id=soak.id).update(state=state, finished_at=now, error=reason)
     event_record(soak, state, reason)
+    events.announce(events.soak_interrupted, soak_id=soak.id)  # notifications
     GateRun.objects.filter(id=soak.gate_run_id, state__in=[
         GateRun.State.RUNNING, GateRun.State.EVALUATING]).update(
         state=GateRun.State.FAILED if failed else GateRun.State.CANCELLED, error=reason,
@@ -325,8 +327,9 @@ def soak_recover(*, after: timedelta | None = None) -> list[str]:
             reason = ("the worker stopped after recording the decision, before the signed "
                       "report: re-run the report")
             Soak.objects.filter(id=soak.id).update(state=Soak.State.DONE, error=reason)
-            GateRun.objects.filter(id=soak.gate_run_id, state=GateRun.State.RUNNING).update(
-                state=GateRun.State.FAILED, error=reason, finished_at=timezone.now())
+            if GateRun.objects.filter(id=soak.gate_run_id, state=GateRun.State.RUNNING).update(
+                    state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
+                events.announce(events.run_failed, gate_run_id=soak.gate_run_id)  # notifications
         else:  # evaluation is one transaction: nothing half-stored; evaluate again
             Soak.objects.filter(id=soak.id, state=Soak.State.EVALUATING).update(
                 state=Soak.State.COLLECTING)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from django.db import transaction
 from django.utils import timezone
 
+from acceptance import events
 from gates import evaluation
 from gates.models import Decision
 from gates.services import criterion_spec, decision_record
@@ -185,6 +186,7 @@ def _decide(soak: Soak, gate_run: GateRun) -> Decision | None:
         GateRun.objects.filter(id=gate_run.id).update(state=GateRun.State.FAILED,
                                                       error=reason, finished_at=now)
         event_record(soak, "no decision", reason)
+        events.announce(events.run_failed, gate_run_id=gate_run.id)  # notifications
         return None
     stop = "; ".join(f"{v.key}: {v.explanation} — {v.node}" for v in verdicts
                      if v.verdict == "fail")
@@ -209,3 +211,4 @@ def soak_report_failed(*, soak: Soak, decision: Decision, error: Exception) -> N
         state=GateRun.State.FAILED, finished_at=timezone.now(),
         error=f"decision recorded ({decision.outcome}) but the signed report could not be "
               f"issued: {type(error).__name__}: {error}")
+    events.announce(events.run_failed, gate_run_id=soak.gate_run_id)  # notifications

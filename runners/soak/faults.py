@@ -19,6 +19,7 @@ import shlex
 from django.db import transaction
 from django.utils import timezone
 
+from acceptance import events
 from acceptance.models import AuditEntry, Node
 from gates.models import Gate
 from runners.soak import commands
@@ -324,6 +325,8 @@ def fault_end(soak: Soak, fault: FaultWindow, state: str, error: str) -> None:
     fault.state, fault.error = state, error
     fault.save()
     event_record(soak, f"fault {state}", f"{fault.name}: {error}", fault=fault)
+    if state == FaultWindow.State.FAILED:
+        events.announce(events.soak_fault_window_failed, fault_window_id=fault.id)  # notifications
 
 
 def _verify_healed(soak: Soak, fault: FaultWindow, nodes: NodePool) -> tuple[bool, str]:

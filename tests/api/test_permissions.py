@@ -114,8 +114,11 @@ def test_the_right_customer_and_the_staff_read_every_endpoint(ledger, client_for
     assert detail.status_code == 200, detail.content
     assert detail.json()[key] == value
     assert value in [row[key] for row in rows(client.get(list_url + "?limit=1000"))]
-    # read-only: no write through the collections
-    assert client.post(list_url, {}, format="json").status_code in (403, 405)
+    # read-only: no write through the collections, but project managers create engagements
+    # (POST /api/engagements/, tests/api/test_engagement_create.py): an empty body is a 400
+    created = 400 if (endpoint, role) == ("engagements", "pm") else None
+    assert client.post(list_url, {}, format="json").status_code in ((created,) if created
+                                                                    else (403, 405))
     assert client.delete(detail_url).status_code in (403, 405)
 
 

@@ -103,7 +103,7 @@ def test_the_admin_lists_tokens_without_any_key(client, people):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_hashes_authtoken_keys_so_they_keep_working(people):
-    migration = importlib.import_module("acceptance.migrations.0006_api_token_from_authtoken")
+    migration = importlib.import_module("acceptance.migrations.0008_api_token_from_authtoken")
     legacy = "0123456789abcdef0123456789abcdef01234567"
     with connection.cursor() as cursor:
         cursor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, "

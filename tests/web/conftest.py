@@ -119,3 +119,51 @@ def language_reset():
     from django.utils import translation
 
     translation.activate(settings.LANGUAGE_CODE)
+
+
+# --- A real SMTP server on 127.0.0.1 (aiosmtpd) for the mail of invitations and resets ------
+import email  # noqa: E402 (this block only)
+import socket  # noqa: E402
+from email import policy  # noqa: E402
+
+from aiosmtpd.controller import Controller  # noqa: E402
+
+
+class Mailbox:
+    """What the SMTP server received, as ``email.message.EmailMessage`` objects."""
+
+    def __init__(self):
+        self.messages = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's name)
+        message = email.message_from_bytes(envelope.content, policy=policy.default)
+        message["X-Envelope-To"] = ", ".join(envelope.rcpt_tos)
+        self.messages.append(message)
+        return "250 OK"
+
+    def to(self, address: str) -> list:
+        return [m for m in self.messages if address in m["X-Envelope-To"].split(", ")]
+
+    @staticmethod
+    def body(message) -> str:
+        return message.get_body(preferencelist=("plain",)).get_content()
+
+
+@pytest.fixture
+def smtp_server(settings):
+    """A real SMTP server on a free loopback port; Django's mail goes to it by SMTP."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mailbox = Mailbox()
+    controller = Controller(mailbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+    settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+    settings.EMAIL_USE_TLS = False
+    settings.EMAIL_TIMEOUT = 10
+    mailbox.port = port
+    yield mailbox
+    controller.stop()
+# --- end of the SMTP server ------------------------------------------------------------------

@@ -47,6 +47,14 @@ URLS = [
     # only the customer names its trust anchor and countersigns (issue 13, item 3)
     Url("report-certificate", "post", ("customer_a",), forbidden=("pm", "engineer")),
     Url("report-countersigned", "post", ("customer_a",), forbidden=("pm", "engineer")),
+    # setting an engagement up (issue 20): project managers only
+    Url("engagement-new", "get", ("pm",), forbidden=("engineer", "customer_a")),
+    Url("gate-due-date", "get", ("pm",), forbidden=("engineer", "customer_a")),
+    Url("bom-add", "get", ("pm",), forbidden=("engineer", "customer_a")),
+    Url("bom-upload", "get", ("pm",), forbidden=("engineer", "customer_a")),
+    Url("bom-edit", "get", ("pm",), forbidden=("engineer", "customer_a")),
+    Url("bom-remove", "post", ("pm",), forbidden=("engineer", "customer_a"),
+        data={"reason": "counted twice"}),
 ]
 BY_NAME = {u.name: u for u in URLS}
 
@@ -73,6 +81,9 @@ def url_of(name: str, world) -> str:
         "report-final": [engagement],
         "report-certificate": [engagement],
         "report-countersigned": [world["report"].id],
+        "gate-due-date": [engagement, "G2"],
+        "bom-add": [engagement], "bom-upload": [engagement],
+        "bom-edit": [engagement, 2], "bom-remove": [engagement, 2],
     }.get(name, [])
     return reverse(name, args=args)
 
@@ -81,9 +92,11 @@ def state_of(engagement: Engagement) -> tuple:
     """Everything an action here could change."""
     return (
         Engagement.objects.get(pk=engagement.pk).state,
-        list(BomItem.objects.filter(engagement=engagement).values_list("ticked_by", "ticked_at")),
+        list(BomItem.objects.filter(engagement=engagement).values_list(
+            "position", "description", "quantity", "ticked_by", "ticked_at")),
         list(Criterion.objects.filter(gate__engagement=engagement).values_list("threshold")),
-        list(Gate.objects.filter(engagement=engagement).values_list("state")),
+        list(Gate.objects.filter(engagement=engagement).values_list(
+            "state", "rescheduled_due_date")),
         AuditEntry.objects.filter(engagement=engagement).count(),
     )
 

@@ -33,6 +33,6 @@ def tokens_hash(apps, schema_editor):
 
 class Migration(migrations.Migration):
 
-    dependencies = [("acceptance", "0005_api_token")]
+    dependencies = [("acceptance", "0007_api_token")]
 
     operations = [migrations.RunPython(tokens_hash, migrations.RunPython.noop)]

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('acceptance', '0004_membership'),
+        ('acceptance', '0006_invitation'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
