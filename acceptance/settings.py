@@ -251,7 +251,7 @@ from datetime import timedelta as _timedelta  # noqa: E402 (this block only)
 
 INSTALLED_APPS.append("axes")
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",
+AUTHENTICATION_BACKENDS = ["acceptance.login_limits.LoginAttemptsBackend",
                            "django.contrib.auth.backends.ModelBackend"]
 AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
