@@ -184,8 +184,18 @@ CELERY_BEAT_SCHEDULE = {
     "notifications-schedule-sweep": {"task": "notifications.schedule_sweep",
                                      "schedule": env.float("NOTIFY_SWEEP_SECONDS",
                                                            default=600.0)},
+    # Raw-output retention (off unless ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS is set): daily.
+    "runners-raw-outputs-prune": {"task": "runners.raw_outputs_prune", "schedule": 86400.0},
 }
 # --- end of notifications --------------------------------------------------------------------
+# --- operations (issue 14 items 4, 8): metrics and raw-output retention ------------------
+# /metrics answers a scrape with "Authorization: Bearer <this>" (empty: staff sessions only).
+ACCEPTANCE_METRICS_TOKEN = env.str("ACCEPTANCE_METRICS_TOKEN", default="")
+# Raw outputs of an accepted engagement whose signed report embeds them may be pruned after
+# this many days (runners.retention); unset: never pruned.
+ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS = env.int("ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS",
+                                               default=None)
+# --- end of operations -------------------------------------------------------------------
 
 LOGGING = {
     "version": 1,

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from acceptance import account_views
+from acceptance.metrics import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -22,4 +23,5 @@ urlpatterns = [
     path("", include("runners.soak.urls")),
     path("", include("reports.urls")),
     path("", include("notifications.urls")),  # notifications and calendar feeds
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (token or staff only)
 ]

@@ -58,6 +58,21 @@ def embedded_files(data: bytes) -> dict[str, bytes]:
         raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
 
 
+def embedded_output(paths, sha256: str) -> bytes | None:
+    """The raw output with ``sha256`` embedded in the first of the report files ``paths`` that
+    holds it (a run whose stdout retention pruned, ``runners.retention``); None when none does."""
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                files = embedded_files(handle.read())
+        except (OSError, ValueError):
+            continue
+        for name, content in files.items():
+            if name.startswith("evidence/") and hashlib.sha256(content).hexdigest() == sha256:
+                return content
+    return None
+
+
 def evidence_check(data: bytes) -> EvidenceCheck:
     """Compare every run the embedded summary lists with its embedded raw output. Never raises."""
     try:

@@ -49,6 +49,8 @@ class Report(models.Model):
     signed_at = models.DateTimeField()
     simulated = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True, null=True)
+    signing_seconds = models.FloatField(
+        null=True, blank=True, help_text="time spent signing it (the metrics read it)")
 
     class Meta:
         ordering = ["engagement_id", "kind", "about_id", "version"]

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from datetime import UTC
 from pathlib import Path
 
@@ -51,7 +52,7 @@ from reports.context import (
     ScheduleRow,
     SignOffRow,
 )
-from reports.evidence import SUMMARY_NAME, embedded_files
+from reports.evidence import SUMMARY_NAME, embedded_files, embedded_output
 from reports.models import CustomerCertificate, Report, ReportDownload, SignOff
 from reports.render import django_language, render_gate_report_pdf
 from reports.signing import CustomerTrust, VerificationResult, sign_pdf, verify_pdf
@@ -98,11 +99,15 @@ def _section(decision: Decision) -> GateSection:
     for run in (gate_run.evidence_probe_runs().select_related("node")
                 .order_by("started_at", "id")):
         raw = bytes(run.stdout)
+        if run.stdout_pruned_at is not None:  # retention: read back from a signed report
+            raw = embedded_output(Report.objects.filter(engagement_id=gate.engagement_id)
+                                  .order_by("-id").values_list("path", flat=True),
+                                  run.stdout_sha256)
         runs.append(EvidenceRow(
             node=run.node.name if run.node else "service", probe=run.probe,
             command=_display_command(run), tool_version=run.tool_version,
             started_at=run.started_at, finished_at=run.finished_at, exit_code=run.exit_code,
-            sha256=run.stdout_sha256 or hashlib.sha256(raw).hexdigest(),
+            sha256=run.stdout_sha256 or hashlib.sha256(raw or b"").hexdigest(),
             simulated=run.simulated, state=run.state, raw_output=raw,
         ))
     return GateSection(
@@ -253,7 +258,10 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
                     signoff_complete: bool) -> Report:
     label = (f"{context.gate_code} decision: {context.decision_outcome}" if kind == "gate"
              else f"final acceptance report: {context.decision_outcome}")
-    signed = sign_pdf(render_gate_report_pdf(context), reason=f"{label} (v{version})")
+    pdf = render_gate_report_pdf(context)
+    signing_started = time.monotonic()
+    signed = sign_pdf(pdf, reason=f"{label} (v{version})")
+    signing_seconds = time.monotonic() - signing_started
     check = verify_pdf(signed)
     if not check.valid:
         raise RuntimeError(f"the freshly signed report does not verify: {check.summary}")
@@ -263,7 +271,7 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
         replaces=replaces, reason=reason, issued_by=issued_by, signoff_complete=signoff_complete,
         path=str(path), sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
         signer=check.signer, signed_at=check.signed_at or timezone.now(),
-        simulated=context.simulated,
+        simulated=context.simulated, signing_seconds=signing_seconds,
     )
     events.announce(events.report_issued, report_id=report.id)  # notifications
     return report

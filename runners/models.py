@@ -198,6 +198,9 @@ class ProbeRun(models.Model):
     stderr_size = models.BigIntegerField(default=0)
     host = models.CharField(max_length=253, blank=True,
                             help_text="host name the node reported (imported bundles)")
+    stdout_pruned_at = models.DateTimeField(
+        null=True, blank=True, help_text="when retention removed stdout from the database (a "
+        "signed report embeds it; sha256 and size kept): runners.retention")
 
     class Meta:
         ordering = ["started_at", "id"]

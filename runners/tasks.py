@@ -14,6 +14,7 @@ from celery.signals import worker_ready
 from reports.services import report_issue
 from runners import decision, execution
 from runners.launch import runs_recover
+from runners.retention import raw_outputs_prune
 
 logger = logging.getLogger(__name__)
 
@@ -42,3 +43,12 @@ def gate_run_evaluate(*, gate_run_id: int) -> None:
 def recover_on_start(**_kwargs) -> None:
     """A worker that starts (again) first settles runs a dead worker left behind."""
     runs_recover()
+
+
+@shared_task(name="runners.raw_outputs_prune", acks_late=False)
+def raw_outputs_prune_task() -> None:
+    """Retention, for beat (e.g. daily); does nothing while retention is off."""
+    summary = raw_outputs_prune()
+    if summary.enabled:
+        logger.info("retention pruned %s raw outputs (%s bytes)", summary.probe_runs,
+                    summary.bytes)
