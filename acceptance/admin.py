@@ -98,3 +98,17 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 admin.site.register([models.Organisation, models.Array, models.BomItem])
+
+
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    # Only the sha256 is stored; neither it nor any key is shown. Tokens are made on the
+    # "API tokens" page or with manage.py api_token (the key is shown once, there).
+    fields = ["user", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
+    readonly_fields = ["user", "prefix", "created_at", "last_used_at"]
+    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "expires_at",
+                    "revoked_at"]
+    list_filter = ["revoked_at"]
+
+    def has_add_permission(self, request):
+        return False

@@ -128,6 +128,6 @@ def _drawing(layout: Layout, *, start: date, today: date, marks: Sequence[Timeli
 def timeline_svg(*, start: date, today: date, marks: Sequence[TimelineMark],
                  weeks: int = 10, label: str = "") -> SafeString:
     """The timeline as two ``<svg>`` elements (wide, compact) that scale to their container."""
-    return mark_safe(  # noqa: S308 (every data text above is escaped)
+    return mark_safe(  # noqa: S308  # nosec B308, B703 # every data text above is escaped
         "".join(_drawing(layout, start=start, today=today, marks=marks, weeks=weeks, label=label)
                 for layout in (WIDE, COMPACT)))

@@ -12,6 +12,8 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from acceptance.files import private_secret
+
 
 class CredentialDecryptError(Exception):
     """The stored secret cannot be decrypted with the configured key."""
@@ -21,11 +23,8 @@ class CredentialDecryptError(Exception):
 def _fernet() -> Fernet:
     key = settings.CREDENTIALS_KEY
     if not key:
-        path = settings.VAR_DIR / "credentials.key"
-        if not path.exists():
-            path.write_bytes(Fernet.generate_key())
-            path.chmod(0o600)
-        key = path.read_text().strip()
+        key = private_secret(settings.VAR_DIR / "credentials.key",
+                             lambda: Fernet.generate_key().decode())
     try:
         return Fernet(key)
     except ValueError as error:

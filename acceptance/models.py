@@ -15,6 +15,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from acceptance import crypto
+from acceptance.tokens import ApiToken  # noqa: F401 (the app's model, defined apart)
 from runners.transport import MAX_JUMP_HOSTS, SSHTarget
 
 ENGAGEMENT_WEEKS = 10  # DOMAIN.md: "a joint acceptance test of about 10 weeks"
@@ -28,20 +29,21 @@ REFERENCE_PROFILES = {
 }
 DEFAULT_REFERENCE_PROFILE = "R2-MI308X-TP8"
 
+# \A…\Z, not ^…$: "$" also matches before a trailing newline, which would let "name\n" in.
 name_validator = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+    r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z",
     "use letters, digits, '.', '_' or '-' (at most 63 characters, starting with a letter or digit)",
 )
 interface_validator = RegexValidator(
-    r"^[A-Za-z0-9_.:-]{1,15}$", "a Linux interface name: at most 15 of A-Z a-z 0-9 _ . : -"
+    r"\A[A-Za-z0-9_.:-]{1,15}\Z", "a Linux interface name: at most 15 of A-Z a-z 0-9 _ . : -"
 )
 device_path_validator = RegexValidator(
-    r"^/[A-Za-z0-9._/-]{1,200}$",
+    r"\A/[A-Za-z0-9._/-]{1,200}\Z",
     "an absolute device or file path of letters, digits, '.', '_', '-' and '/'",
 )
-ssh_user_validator = RegexValidator(r"^[a-z_][a-z0-9_-]{0,31}$", "a POSIX user name")
+ssh_user_validator = RegexValidator(r"\A[a-z_][a-z0-9_-]{0,31}\Z", "a POSIX user name")
 host_validator = RegexValidator(
-    r"^[A-Za-z0-9.:-]{1,253}$", "a host name or IP address (letters, digits, '.', ':', '-')"
+    r"\A[A-Za-z0-9.:-]{1,253}\Z", "a host name or IP address (letters, digits, '.', ':', '-')"
 )
 
 

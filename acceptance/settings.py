@@ -23,6 +23,8 @@ from pathlib import Path
 
 import environ
 
+from acceptance.files import private_dir, private_secret, private_sqlite_file
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -55,18 +57,14 @@ def _required(name: str, value: str) -> str:
 
 # Where the service keeps its own files: SQLite database, reports, lab servers, dev signing keys.
 VAR_DIR = Path(own("str", "VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+private_dir(VAR_DIR)  # 0700: database, secrets and keys are for the service alone
 
 
 def _dev_secret(name: str) -> str:
     """A per-installation secret kept in VAR_DIR, made on first use (development only)."""
     from django.core.management.utils import get_random_secret_key
 
-    path = VAR_DIR / name
-    if not path.exists():
-        path.write_text(get_random_secret_key())
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return private_secret(VAR_DIR / name, get_random_secret_key)
 
 
 DEBUG = own("bool", "DEBUG", legacy=("DJANGO_DEBUG",), default=False)
@@ -108,7 +106,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
     "acceptance",
@@ -157,6 +154,8 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Worker and command share the file: wait for a writer instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        private_sqlite_file(Path(DATABASES["default"]["NAME"]))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en"
@@ -366,7 +365,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "acceptance.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -380,3 +379,36 @@ SPECTACULAR_SETTINGS = {
                    "the gated joint acceptance test (token authentication).",
     "VERSION": "1",
 }
+
+# --- abuse limits and API tokens (issue 13 item 9, issue 14 item 6) ----------------------
+# Login throttling (django-axes): AXES_FAILURE_LIMIT wrong passwords for one user name from one
+# address lock that pair out for AXES_COOLOFF_MINUTES; the lockout page is in the layout.
+from datetime import timedelta as _timedelta  # noqa: E402 (this block only)
+
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+AUTHENTICATION_BACKENDS = ["acceptance.login_limits.LoginAttemptsBackend",
+                           "django.contrib.auth.backends.ModelBackend"]
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = _timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "acceptance.account_views.login_locked_out"
+# API throttles (acceptance.api.throttles): anonymous requests per address, a user's requests,
+# and uploads (countersigned reports, evidence bundles, reports to verify) per user.
+API_THROTTLE_RATES = {
+    "anon": env.str("API_THROTTLE_ANON", default="60/min"),
+    "user": env.str("API_THROTTLE_USER", default="1200/min"),
+    "upload": env.str("API_THROTTLE_UPLOAD", default="60/hour"),
+}
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["acceptance.api.throttles.AnonThrottle",
+                                              "acceptance.api.throttles.UserThrottle"]
+# A new API token expires after this many days (0: never); the token page may choose fewer.
+API_TOKEN_EXPIRY_DAYS = env.int("API_TOKEN_EXPIRY_DAYS", default=90)
+# The verify page (and a countersigned upload) refuses a larger file before reading it.
+REPORT_VERIFY_MAX_BYTES = env.int("REPORT_VERIFY_MAX_BYTES", default=20 * 1024 * 1024)
+# The schema documents the error answers of every operation (acceptance.api.schema).
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
+    "drf_spectacular.hooks.postprocess_schema_enums", "acceptance.api.schema.common_errors"]
+# --- end of abuse limits and API tokens --------------------------------------------------

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from acceptance import health
+from acceptance import account_views, health
 from acceptance.metrics import metrics_view
 
 urlpatterns = [
@@ -14,6 +14,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/tokens/", account_views.api_tokens, name="api-tokens"),
+    path("accounts/tokens/<int:token_id>/revoke/", account_views.api_token_revoke_view,
+         name="api-token-revoke"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("api/", include("acceptance.api.urls")),
     path("", include("acceptance.web_urls")),

@@ -21,9 +21,11 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from acceptance.api.errors import Conflict
+from acceptance.api.schema import Unpaginated
+from acceptance.api.throttles import UPLOAD_THROTTLES
 from acceptance.permissions import Role, has_role
 from reports import services
-from reports.forms import MAX_VERIFY_BYTES
+from reports.forms import max_verify_bytes, too_large_message
 from reports.models import Report, ReportDownload, SignOff
 
 
@@ -64,11 +66,11 @@ class ReportVersionSerializer(serializers.ModelSerializer):
                   "sha256", "size_bytes", "signer", "signed_at", "simulated", "download_url"]
         read_only_fields = fields
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_gate(self, report: Report) -> str | None:
         return report.about.gate.code if report.about_id else None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_outcome(self, report: Report) -> str | None:
         return report.about.outcome if report.about_id else None
 
@@ -83,9 +85,10 @@ class ReportVersionSerializer(serializers.ModelSerializer):
         return request.build_absolute_uri(path) if request is not None else path
 
 
-class ReportActionsMixin:
+class ReportActionsMixin(Unpaginated):
     """Actions of the report viewset (``get_object`` gives only visible reports)."""
 
+    unpaginated_actions = frozenset({"versions", "signoffs", "downloads"})
     parser_classes = [JSONParser, FormParser, MultiPartParser]
 
     @extend_schema(responses=ReportVersionSerializer(many=True),
@@ -145,9 +148,11 @@ class ReportActionsMixin:
         responses={201: ReportVersionSerializer,
                    400: OpenApiResponse(description="no file, or the file is refused: the "
                                                     "message says which check failed"),
-                   403: OpenApiResponse(description="not the engagement's customer")},
+                   403: OpenApiResponse(description="not the engagement's customer"),
+                   429: OpenApiResponse(description="too many uploads: Retry-After says "
+                                                    "when to try again")},
         summary="upload the customer's countersigned copy of this (latest) version")
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], throttle_classes=UPLOAD_THROTTLES)
     def countersigned(self, request, pk=None):
         report = self.get_object()
         # only the customer: a PM uploading "the customer's" copy could forge it
@@ -157,8 +162,8 @@ class ReportActionsMixin:
         upload = request.FILES.get("pdf")
         if upload is None:
             raise ValidationError({"pdf": ["send the countersigned PDF as multipart field pdf"]})
-        if upload.size > MAX_VERIFY_BYTES:
-            raise ValidationError({"pdf": ["the file is larger than 50 MB"]})
+        if upload.size > max_verify_bytes():
+            raise ValidationError({"pdf": [too_large_message()]})
         try:
             new = services.countersigned_store(report=report, data=upload.read(),
                                                uploaded_by=request.user.get_username())

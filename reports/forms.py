@@ -1,21 +1,25 @@
 """The form of the verification page."""
 
 from django import forms
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-MAX_VERIFY_BYTES = 50 * 1024 * 1024  # 50 MB: a gate report is a few hundred KB
+
+def max_verify_bytes() -> int:
+    """The largest PDF checked or stored (setting REPORT_VERIFY_MAX_BYTES, default 20 MB: a
+    gate report is a few hundred KB)."""
+    return settings.REPORT_VERIFY_MAX_BYTES
 
 
 def too_large_message() -> str:
     return str(_("The file is larger than %(mb)d MB; a gate report is far smaller. Nothing was "
-                 "checked.") % {"mb": MAX_VERIFY_BYTES // (1024 * 1024)})
+                 "checked.") % {"mb": max_verify_bytes() // (1024 * 1024)})
 
 
 class VerifyForm(forms.Form):
     pdf = forms.FileField(
         label=_("Signed report (PDF)"),
         widget=forms.ClearableFileInput(attrs={"accept": ".pdf,application/pdf"}),
-        help_text=_("Up to 50 MB."),
         error_messages={"required": _("Choose a PDF file to check."),
                         "empty": _("The file is empty.")},
     )
@@ -33,7 +37,7 @@ class VerifyForm(forms.Form):
 
     def clean_pdf(self):
         upload = self.cleaned_data["pdf"]
-        if upload.size > MAX_VERIFY_BYTES:
+        if upload.size > max_verify_bytes():
             raise forms.ValidationError(too_large_message())
         return upload
 
@@ -67,11 +71,11 @@ class CountersignedForm(forms.Form):
     pdf = forms.FileField(
         label=_("Countersigned report (PDF)"),
         help_text=_("The report as downloaded from here, with your signature added as an "
-                    "incremental update (e.g. manage.py countersign_report). Up to 50 MB."),
+                    "incremental update (e.g. manage.py countersign_report)."),
         error_messages={"required": _("Choose a PDF file."), "empty": _("The file is empty.")})
 
     def clean_pdf(self):
         upload = self.cleaned_data["pdf"]
-        if upload.size > MAX_VERIFY_BYTES:
+        if upload.size > max_verify_bytes():
             raise forms.ValidationError(too_large_message())
         return upload

@@ -26,6 +26,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from acceptance.api.throttles import upload_refused
 from acceptance.pages.words import gate_title
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from reports import forms, services
@@ -67,7 +68,7 @@ def report_download(request, report_id: int):
 
 
 class SizeLimitHandler(FileUploadHandler):
-    """Drops an upload larger than ``forms.MAX_VERIFY_BYTES`` as it arrives instead of storing
+    """Drops an upload larger than ``forms.max_verify_bytes()`` as it arrives instead of storing
     it; the view then says so. (The form checks the size again.)"""
 
     def __init__(self, request=None):
@@ -76,7 +77,7 @@ class SizeLimitHandler(FileUploadHandler):
 
     def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
         # A little room for the other fields and the multipart framing.
-        self.too_large = content_length > forms.MAX_VERIFY_BYTES + 64 * 1024
+        self.too_large = content_length > forms.max_verify_bytes() + 64 * 1024
 
     def new_file(self, *args, **kwargs):
         super().new_file(*args, **kwargs)
@@ -84,7 +85,7 @@ class SizeLimitHandler(FileUploadHandler):
             raise SkipFile
 
     def receive_data_chunk(self, raw_data, start):
-        if start + len(raw_data) > forms.MAX_VERIFY_BYTES:
+        if start + len(raw_data) > forms.max_verify_bytes():
             self.too_large = True
             raise SkipFile
         return raw_data
@@ -126,6 +127,8 @@ def _report_verify(request, limit: SizeLimitHandler):
     result = None
     status = 200
     if request.method == "POST":
+        if refused := upload_refused(request):
+            return refused
         form = forms.VerifyForm(request.POST, request.FILES, too_large=limit.too_large)
         if not form.is_valid():
             status = 413 if limit.too_large else 200
@@ -290,6 +293,8 @@ def report_countersigned(request, report_id: int):
     if not _may_countersign(request.user, report.engagement):
         raise PermissionDenied("only the customer of this engagement may upload a "
                                "countersigned report")
+    if refused := upload_refused(request):
+        return refused
     form = forms.CountersignedForm(request.POST, request.FILES)
     if form.is_valid():
         try:

@@ -26,6 +26,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from acceptance.api.throttles import upload_refused
 from acceptance.data_texts import data_text
 from acceptance.models import Credential, Engagement, Node, host_key_fingerprint
 from acceptance.pages.words import ORIGIN_WORDS
@@ -424,6 +425,8 @@ def _gate_evidence(request, name: str, code: str):
     needs_confirm = gate.state == Gate.State.PASSED
     form = EvidenceUploadForm(needs_confirm=needs_confirm)
     if request.method == "POST":
+        if refused := upload_refused(request):
+            return refused
         form = EvidenceUploadForm(request.POST, request.FILES, needs_confirm=needs_confirm)
         if form.is_valid():
             uploads = form.cleaned_data["bundles"]

@@ -21,6 +21,16 @@ def restore_logging_handlers():
     root.handlers[:] = handlers
 
 
+@pytest.fixture(autouse=True)
+def throttle_counts_reset():
+    """Request counts of the API throttles and login failures live in the cache: each test
+    starts from none, so the suite's many requests never reach a rate."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def signing_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("signing")

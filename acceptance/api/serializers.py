@@ -116,7 +116,8 @@ class GateRunSerializer(serializers.ModelSerializer):
                   "cancel_requested_at", "cancel_requested_by", "decision", "rerun_of",
                   "rerun_node", "reason"]
 
-    @extend_schema_field(OpenApiTypes.INT)
+    @extend_schema_field(serializers.IntegerField(
+        allow_null=True, help_text="The id of the run's decision (null while none was recorded)."))
     def get_decision(self, run: GateRun) -> int | None:
         """The id of the run's decision (null while none was recorded)."""
         try:
@@ -239,7 +240,9 @@ class DecisionSerializer(serializers.ModelSerializer):
         fields = ["id", "engagement", "gate", "gate_run", "outcome", "sentence", "decided_by",
                   "decided_at", "verdicts", "report"]
 
-    @extend_schema_field(OpenApiTypes.INT)
+    @extend_schema_field(serializers.IntegerField(
+        allow_null=True, help_text="The id of the decision's signed report (null until it is "
+                                   "issued)."))
     def get_report(self, decision: Decision) -> int | None:
         """The id of the decision's signed report (null until it is issued)."""
         try:

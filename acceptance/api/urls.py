@@ -1,9 +1,10 @@
 """API routes (under /api/): read-only collections, the gates nested under their engagement,
-two write actions, and the OpenAPI schema at /api/schema/ (no browsable UI: it would need a
-CDN or drf-spectacular-sidecar)."""
+two write actions, and the OpenAPI schema at /api/schema/ (logged-in only; no browsable UI: it
+would need a CDN or drf-spectacular-sidecar)."""
 
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
 
 from acceptance.api import views
@@ -29,7 +30,9 @@ ENGAGEMENT = r"engagements/(?P<engagement_name>[A-Za-z0-9][A-Za-z0-9._-]{0,62})"
 GATE = ENGAGEMENT + r"/gates/(?P<code>[A-Za-z0-9]{1,4})"
 
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # for logged-in people only (token or session): the map of the API is not public
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
+         name="api-schema"),
     re_path(ENGAGEMENT + r"/gates/$", views.GateViewSet.as_view({"get": "list"}),
             name="api-gate-list"),
     re_path(GATE + r"/$", views.GateViewSet.as_view({"get": "retrieve"}),

@@ -31,8 +31,8 @@ from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from acceptance.api import serializers as s
-from acceptance.api.engagement_create import EngagementCreateMixin
 from acceptance.api.csv import CSVListMixin
+from acceptance.api.engagement_create import EngagementCreateMixin
 from acceptance.api.errors import Conflict
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
@@ -52,6 +52,9 @@ CANCEL_WAIT_S = 5.0  # how long a cancel request waits for the run's workers to 
 OUTPUT_LIMIT = 1 << 20  # at most this many bytes of raw output per request
 
 _TYPES = {int: OpenApiTypes.INT, str: OpenApiTypes.STR, bool: OpenApiTypes.BOOL}
+# Ids and offsets are 64-bit signed integers in every database we use: a larger number is the
+# client's mistake (400), not the database's overflow (500).
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
 class ReportFileMismatch(APIException):
@@ -71,9 +74,12 @@ def _query_value(request, name: str, kind: type):
         return None
     if kind is int:
         try:
-            return int(raw)
+            value = int(raw)
         except ValueError:
             raise ValidationError({name: f"expected an integer, not {raw!r}"}) from None
+        if not INT_MIN <= value <= INT_MAX:
+            raise ValidationError({name: f"{value} is out of range (at most {INT_MAX})"})
+        return value
     if kind is bool:
         if raw.lower() in ("true", "1", "yes"):
             return True

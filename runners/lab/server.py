@@ -24,6 +24,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from acceptance.files import private_write
+
 SSHD = "/usr/sbin/sshd"
 STANDINS = Path(__file__).resolve().parent / "standins"
 
@@ -72,8 +74,7 @@ def free_port() -> int:
 
 
 def _write(path: Path, text: str, mode: int = 0o600) -> None:
-    path.write_text(text)
-    path.chmod(mode)
+    private_write(path, text.encode(), mode=mode, exclusive=False)
 
 
 def _install_standins(bin_dir: Path) -> None:

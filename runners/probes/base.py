@@ -23,7 +23,7 @@ KILL_AFTER_S = 10  # grace between timeout's TERM and KILL on the node
 # /tmp are world-writable, so the base is owned by the user the commands run as (root under
 # sudo), mode 0700, and checked before every use (NODE_DIR_CHECK): anything inside it can only
 # have been put there by that user.
-NODE_ROOT = "/var/tmp/acctest"  # noqa: S108 (checked: own, 0700, not a symlink)
+NODE_ROOT = "/var/tmp/acctest"  # noqa: S108  # nosec B108 # checked: own, 0700, not a symlink
 RUNS_DIR = f"{NODE_ROOT}/runs"  # pid files of running probes: RUNS_DIR/TOKEN.pid
 TOKEN = re.compile(r"[a-z0-9-]{1,64}")
 # What a stand-in tool writes to stderr: output so marked is simulated evidence, shown as such and

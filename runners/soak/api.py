@@ -26,6 +26,7 @@ from rest_framework.exceptions import APIException, PermissionDenied, Validation
 from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from acceptance.api.schema import Unpaginated
 from acceptance.permissions import Role, engagements_for, has_role
 from runners.soak import presentation, queries
 from runners.soak.driver import soak_abort, soak_pause, soak_resume
@@ -162,7 +163,15 @@ class PointSerializer(serializers.Serializer):
 
 
 class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000)
+    # A missing or empty reason is the service's refusal (409, "no reason"); a body that is not
+    # an object, or a reason that is not text, is 400.
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+def _reason(request) -> str:
+    body = ReasonSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return body.validated_data["reason"]
 
 
 def _require_engineer(request) -> None:
@@ -170,8 +179,10 @@ def _require_engineer(request) -> None:
         raise PermissionDenied("only engineers may do this")
 
 
-class SoakViewSet(ReadOnlyModelViewSet):
+class SoakViewSet(Unpaginated, ReadOnlyModelViewSet):
     """G4 soaks the user may see, newest first."""
+
+    unpaginated_actions = frozenset({"series"})
 
     serializer_class = SoakSerializer
 
@@ -226,9 +237,10 @@ class SoakViewSet(ReadOnlyModelViewSet):
         409: OpenApiResponse(description="not running, or no reason")},
         summary="pause the load (engineers); the pause is excluded from the soak time")
     def pause(self, request, pk=None):
-        reason = request.data.get("reason", "")
+        # the body is read after the soak is found and the engineer checked: a customer who
+        # may not see it gets 404 whatever they send
         return self._act(request, lambda soak: soak_pause(
-            soak=soak, actor=request.user.get_username(), reason=str(reason)))
+            soak=soak, actor=request.user.get_username(), reason=_reason(request)))
 
     @extend_schema(request=None, responses={
         200: SoakSerializer, 403: OpenApiResponse(description="not an engineer"),
@@ -243,9 +255,8 @@ class SoakViewSet(ReadOnlyModelViewSet):
         409: OpenApiResponse(description="already over, or no reason")},
         summary="abort (engineers): faults healed first, agents stopped, no decision")
     def abort(self, request, pk=None):
-        reason = request.data.get("reason", "")
         return self._act(request, lambda soak: soak_abort(
-            soak=soak, actor=request.user.get_username(), reason=str(reason),
+            soak=soak, actor=request.user.get_username(), reason=_reason(request),
             wait_s=ABORT_WAIT_S))
 
 

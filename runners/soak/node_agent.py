@@ -66,7 +66,8 @@ def probe_round(args, prompts):
         started = time.time()
         text, error = None, None
         try:
-            with urllib.request.urlopen(request, timeout=args.probe_timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(  # noqa: S310  # nosec B310 # http(s) only: main()
+                    request, timeout=args.probe_timeout) as response:
                 text = json.loads(response.read())["choices"][0]["text"]
         except (OSError, ValueError, KeyError, IndexError) as failure:
             error = f"{type(failure).__name__}: {failure}"[:300]
@@ -165,6 +166,10 @@ def main(argv):
     parser.add_argument("--prompts-json", required=True)
     parser.add_argument("--golden", action="store_true")
     args = parser.parse_args(argv)
+    # urlopen also opens file: and ftp: URLs; the plan allows http(s) only (runners.soak.plan),
+    # and the agent holds to it on its own.
+    if not args.base_url.startswith(("http://", "https://")):
+        parser.error(f"--base-url must be an http(s) URL, not {args.base_url!r}")
     prompts = json.loads(args.prompts_json)
     if args.golden:
         print(json.dumps({"soak_round": 0, "t": time.time(),

@@ -318,7 +318,7 @@ class SSHConnection:
         try:
             channel = transport.open_session(timeout=self.target.connect_timeout)
             channel.settimeout(timeout)
-            channel.exec_command(command)
+            channel.exec_command(command)  # nosec B601 # callers quote every argument (shlex)
         except (paramiko.SSHException, OSError) as error:
             raise Unreachable(f"{self.target.name}: cannot start the command: {error}") from None
         streams = {"stdout": bytearray(), "stderr": bytearray()}

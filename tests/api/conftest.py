@@ -13,6 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance.models import Credential, Membership, Node, Organisation
+from acceptance.tokens import api_token_create
 from gates.models import CriterionVerdict, Decision
 from gates.services import criterion_snapshot, engagement_create
 from reports.models import Report
@@ -113,13 +114,11 @@ def ledger(users, settings) -> Ledger:
 def client_for(users):
     """``client_for(role)``: an API client logged in by token as that role's user (None:
     anonymous)."""
-    from rest_framework.authtoken.models import Token
-
     def make(role: str | None) -> APIClient:
         client = APIClient()
         if role is not None:
-            token, _ = Token.objects.get_or_create(user=users[role])
-            client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+            _, key = api_token_create(user=users[role], name="test")
+            client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
         return client
 
     return make

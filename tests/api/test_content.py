@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from acceptance.tokens import ApiToken
 from tests.api.conftest import STDOUT
 
 
@@ -152,17 +152,29 @@ def test_a_report_file_that_changed_on_disk_is_not_served(ledger, client_for):
 
 # --- authentication --------------------------------------------------------------------------
 
-def test_api_token_command_creates_prints_and_resets(users):
+def test_api_token_command_prints_a_new_token_once_and_reset_replaces_it(users):
     out = io.StringIO()
     call_command("api_token", "acme-buyer", stdout=out, stderr=io.StringIO())
     key = out.getvalue().strip()
-    assert key == Token.objects.get(user=users["customer"]).key
-    again = io.StringIO()
-    call_command("api_token", "acme-buyer", stdout=again)
-    assert again.getvalue().strip() == key
+    token = ApiToken.objects.get(user=users["customer"])
+    # only the sha256 is stored: the key itself is nowhere in the row
+    assert token.digest == hashlib.sha256(key.encode()).hexdigest()
+    assert key not in {token.digest, token.prefix, token.name} and key.startswith(token.prefix)
+    with pytest.raises(CommandError, match="already has an active token named "
+                                           "'manage.py api_token'.*--reset"):
+        call_command("api_token", "acme-buyer", stdout=io.StringIO())
     reset = io.StringIO()
-    call_command("api_token", "acme-buyer", "--reset", stdout=reset)
-    assert reset.getvalue().strip() not in ("", key)
+    call_command("api_token", "acme-buyer", "--reset", stdout=reset, stderr=io.StringIO())
+    new = reset.getvalue().strip()
+    assert new not in ("", key)
+    token.refresh_from_db()
+    assert token.state == "revoked"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token " + key)
+    response = client.get("/api/engagements/")
+    assert response.status_code == 401 and response.json()["detail"] == "token revoked"
+    client.credentials(HTTP_AUTHORIZATION="Token " + new)
+    assert client.get("/api/engagements/").status_code == 200
     with pytest.raises(CommandError, match="no user named 'ghost'"):
         call_command("api_token", "ghost")
 
@@ -206,8 +218,10 @@ def test_the_openapi_schema_validates_without_warnings(tmp_path, db):
     assert {"metric", "value", "unit", "labels", "inputs"} <= set(measurement)
 
 
-def test_the_schema_is_served(db):
-    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+def test_the_schema_is_served_to_logged_in_people_only(client_for):
+    assert client_for(None).get("/api/schema/").status_code == 401
+    response = client_for("customer").get("/api/schema/",
+                                          HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200
     assert json.loads(response.content)["info"]["title"] == "Acceptance service API"
 
@@ -232,6 +246,7 @@ def test_lists_do_not_query_per_row(ledger, client_for, url):
             assert client.get(url).status_code == 200
         return len(captured.captured_queries)
 
+    queries()  # a token's first use records its last-used time (one write, then once a minute)
     before = queries()
     engagement_create(name="acme-2", customer="Acme", start_date=ledger.engagement.start_date)
     g2 = ledger.engagement.gates.get(code="G2")

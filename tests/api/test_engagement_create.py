@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from acceptance.models import Array, AuditEntry, Engagement, Organisation
+from acceptance.tokens import api_token_create
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import Gate
 
@@ -127,7 +127,7 @@ def test_anonymous_gets_401(client_for, users):
 def test_a_superusers_token_may_create(users):
     root = User.objects.create_superuser("root")
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=root).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=root, name='t')[1]}")
     assert client.post(URL, BODY, format="json").status_code == 201
 
 

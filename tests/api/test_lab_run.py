@@ -5,10 +5,10 @@ the API — by the engineer who started it and by the lab's customer."""
 import hashlib
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from acceptance.models import Membership
+from acceptance.tokens import api_token_create
 from reports.signing import verify_pdf
 from tests.api.conftest import make_user
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=user).key)
+    client.credentials(HTTP_AUTHORIZATION="Token " + api_token_create(user=user, name="test")[1])
     return client
 
 

@@ -104,9 +104,8 @@ def test_the_engineer_launches_a_run_on_the_lab_and_sees_it_finish(lab, live_ser
 
 def test_a_customer_downloads_a_report_and_cannot_open_another_organisation(
         lab, live_server, browser):
-    from rest_framework.authtoken.models import Token
-
     from acceptance.models import Organisation
+    from acceptance.tokens import api_token_create
     from gates.services import engagement_create
 
     engagement, _ = lab("healthy")
@@ -131,7 +130,7 @@ def test_a_customer_downloads_a_report_and_cannot_open_another_organisation(
     own = intruder.goto(f"{live_server.url}/engagements/{other.name}/")
     assert own.status == 200
 
-    token = Token.objects.create(user=mallory).key
+    _, token = api_token_create(user=mallory, name="test")
     api = intruder.request.get(f"{live_server.url}/api/engagements/{engagement.name}/",
                                headers={"Authorization": f"Token {token}"})
     assert api.status == 404

@@ -223,13 +223,14 @@ def test_the_verify_page_lists_each_signature(client, g1_report, people, custome
 
 
 def _api(user=None):
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
+
+    from acceptance.tokens import api_token_create
 
     client = APIClient()
     if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        _, key = api_token_create(user=user, name="test")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 

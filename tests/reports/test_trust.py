@@ -157,12 +157,13 @@ def _page(client, user, data: bytes) -> str:
 
 
 def _api(user):
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
+    from acceptance.tokens import api_token_create
+
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    _, key = api_token_create(user=user, name="test")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 

@@ -8,10 +8,10 @@ from django.contrib.auth.models import User
 from django.core.management import ManagementUtility
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from acceptance.models import AuditEntry, Invitation, Membership
+from acceptance.tokens import api_token_create
 from tests.web.conftest import make_user
 
 Role = Membership.Role
@@ -307,7 +307,7 @@ def test_the_people_page_reads_in_chinese(world, pm):
 
 def api_as(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user, name='t')[1]}")
     return client
 
 

@@ -81,7 +81,7 @@ def test_it_never_names_another_customers_report(client, customer_b, stopped_a, 
 ])
 def test_a_file_over_the_limit_is_refused_with_a_clear_error(client, customer_a, monkeypatch,
                                                              size):
-    monkeypatch.setattr(forms, "MAX_VERIFY_BYTES", 1000)
+    monkeypatch.setattr(forms, "max_verify_bytes", lambda: 1000)
     response = upload(client, customer_a, b"%PDF-" + b"x" * size)
     assert response.status_code == 413
     html = response.content.decode()
@@ -89,9 +89,11 @@ def test_a_file_over_the_limit_is_refused_with_a_clear_error(client, customer_a,
     assert "Genuine" not in html and "Not valid" not in html
 
 
-def test_the_limit_is_50_mb():
-    assert forms.MAX_VERIFY_BYTES == 50 * 1024 * 1024
-    assert "larger than 50 MB" in forms.too_large_message()
+def test_the_limit_is_20_mb_by_default(settings):
+    assert forms.max_verify_bytes() == 20 * 1024 * 1024
+    assert "larger than 20 MB" in forms.too_large_message()
+    settings.REPORT_VERIFY_MAX_BYTES = 5 * 1024 * 1024
+    assert "larger than 5 MB" in forms.too_large_message()
 
 
 def test_a_post_without_a_file_asks_for_one(client, customer_a):
