@@ -394,6 +394,13 @@ AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = _timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no start-up banner: a clean start prints nothing (check --deploy, serve)
+# Behind a reverse proxy every login comes from the proxy's address: with
+# ACCEPTANCE_TRUSTED_PROXY_COUNT=N the client's address is read from X-Forwarded-For, N proxies in.
+_proxies = own("int", "TRUSTED_PROXY_COUNT", default=None)
+if _proxies:
+    AXES_IPWARE_PROXY_COUNT = _proxies
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
 AXES_LOCKOUT_CALLABLE = "acceptance.account_views.login_locked_out"
 # API throttles (acceptance.api.throttles): anonymous requests per address, a user's requests,
 # and uploads (countersigned reports, evidence bundles, reports to verify) per user.
