@@ -202,16 +202,20 @@ def _interval_note(spec: CriterionSpec, chosen: Sample, samples: list[Sample]) -
 
 
 def gate_outcome(verdicts: list[Verdict], blocking: dict[str, bool] | None = None) -> str:
-    """``passed`` when every blocking criterion passed; ``error`` when any lacks evidence or is
-    unstable (no decision: evidence that cannot count is never a pass or a stop); ``stopped``
-    when any failed; else ``review``."""
+    """``passed`` when every blocking criterion passed; ``error`` when any is unstable, or
+    lacks evidence while none failed (no decision: evidence that cannot count is never a pass
+    or a stop); ``stopped`` when any failed on its evidence (more evidence for the others could
+    not make the gate pass: an array with 0 of 24 drives has no self-test to read, and stops on
+    its drive count); else ``review``."""
     blocking = blocking or {}
     counted = [v for v in verdicts if blocking.get(v.key, True)]
     kinds = {v.verdict for v in counted}
-    if kinds & NO_DECISION:
+    if "unstable" in kinds:
         return "error"
     if "fail" in kinds:
         return "stopped"
+    if kinds & NO_DECISION:
+        return "error"
     if "review" in kinds:
         return "review"
     return "passed"

@@ -90,7 +90,10 @@ def test_it_decides_the_gate_from_the_verdicts():
 
     assert gate_outcome([v("pass"), v("pass")]) == "passed"
     assert gate_outcome([v("pass"), v("fail")]) == "stopped"
-    assert gate_outcome([v("fail"), v("insufficient")]) == "error"
+    assert gate_outcome([v("pass"), v("insufficient")]) == "error"
+    # A failure on its own evidence stops the gate even where other criteria have none (0 of
+    # 24 drives: no self-test to read); what is missing is recorded as insufficient data.
+    assert gate_outcome([v("fail"), v("insufficient")]) == "stopped"
     assert gate_outcome([v("pass"), v("review")]) == "review"
     # An advisory (non-blocking) criterion never stops the gate.
     assert gate_outcome([Verdict("a", "fail", 1.0, "")], {"a": False}) == "passed"
