@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from django.utils import timezone
 
 from tests.browser.test_journeys import CHROMIUM, browser  # noqa: F401 (fixture)
 from tests.notifications.conftest import webhook_receiver  # noqa: F401 (fixture)
+from tests.transport.sshd import host_key_fingerprint_of, real_node
 from tests.web.conftest import smtp_server  # noqa: F401 (fixture)
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # PLATFORM.md gotcha 11
@@ -44,18 +44,6 @@ PASSWORD = "correct-horse-battery-staple-9"
 SECRET = "webhook-secret-of-acme-prod"
 BOM_CSV = ("description,quantity,part number,serials\n"
            "FX100 array (24 x 7.68 TB),1,FX100-24,FX24-0001\n")
-
-
-def real_node(directory: Path):
-    """A loopback sshd whose sessions find this machine's own tools: the lab's stand-in
-    directory is emptied, /usr/sbin (nvme, smartctl) is on the PATH as for root on a node."""
-    from runners.lab import server
-
-    node = server.server_start(directory, scenario={},
-                               path_prefix=[Path("/usr/local/sbin"), Path("/usr/sbin")])
-    shutil.rmtree(directory / "bin")
-    (directory / "bin").mkdir()
-    return node
 
 
 def shot(page, name: str) -> None:
@@ -181,9 +169,7 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
 
     # 3. The engineer registers the array controller: a node with the machine's real tools.
     node = real_node(settings.LAB_DIR / "acme-array-ctl")
-    fingerprint = subprocess.run(
-        ["ssh-keygen", "-lf", str(settings.LAB_DIR / "acme-array-ctl" / "host_key.pub")],
-        capture_output=True, text=True, check=True).stdout.split()[1]
+    fingerprint = host_key_fingerprint_of(node)
     key_file = tmp_path / "array-ctl-key"
     key_file.write_text(node.client_private_key)
     engineer.goto(f"{url}/engagements/acme-prod/nodes/register/")
@@ -286,10 +272,10 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
     assert customer.goto(f"{url}/engagements/acme-prod/").status == 200
 
     # 7. The project manager re-opens G1 with a reason.
-    pm.goto(f"{url}/engagements/acme-prod/reopen/")
-    pm.fill("textarea[name=reason], input[name=reason]",
-            "24 drives delivered on a second pallet; G1 to run again")
-    pm.locator("main form button[type=submit]").click()
+    pm.goto(f"{url}/engagements/acme-prod/")
+    pm.fill("textarea[name=reason]", "24 drives delivered on a second pallet; G1 to run again")
+    pm.get_by_role("button", name="Re-open the engagement").click()
     pm.wait_for_load_state()
+    assert "acme-prod is re-opened" in pm.inner_text("main")
     gate.refresh_from_db()
     assert gate.state != "stopped", pm.inner_text("main")
