@@ -112,6 +112,9 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
     admin.fill("input[name=password1]", PASSWORD)
     admin.fill("input[name=password2]", PASSWORD)
     admin.click("input[name=_save]")
+    admin.wait_for_url("**/admin/auth/user/*/change/")  # then the e-mail address, for notices
+    admin.fill("input[name=email]", "paula@vendor.example")
+    admin.click("input[name=_save]")
     admin.wait_for_load_state()
     admin.goto(f"{url}/admin/acceptance/membership/add/")
     admin.select_option("select[name=user]", label="pm-paula")
@@ -119,7 +122,7 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
     admin.click("input[name=_save]")
     admin.wait_for_load_state()
     assert Membership.objects.get(user__username="pm-paula").role == "project_manager"
-    User.objects.filter(username="pm-paula").update(email="paula@vendor.example")
+    assert User.objects.get(username="pm-paula").email == "paula@vendor.example"
 
     # 2. The project manager creates acme-prod for Acme with one array.
     pm = log_in(browser, url, "pm-paula")
@@ -135,6 +138,13 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
     pm.wait_for_url("**/engagements/acme-prod/")
     engagement = Engagement.objects.get(name="acme-prod")
     assert engagement.customer.name == "Acme" and engagement.gates.count() == 4
+    # ... and another customer's engagement, which Acme's customer must never see.
+    pm.goto(f"{url}/engagements/new/")
+    pm.fill("input[name=name]", "globex-1")
+    pm.fill("input[name=new_organisation]", "Globex")
+    pm.fill("input[name=start_date]", timezone.localdate().isoformat())
+    pm.click("main button[type=submit]")
+    pm.wait_for_url("**/engagements/globex-1/")
 
     # ... sets the webhook ...
     pm.goto(f"{url}/engagements/acme-prod/notifications/")
@@ -245,7 +255,10 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
     # 6. The customer sees only Acme's engagement, downloads and verifies the report, signs off.
     customer.goto(f"{url}/portal/")
     portal_text = customer.inner_text("main")
-    assert "acme-prod" in portal_text
+    assert "acme-prod" in portal_text and "globex-1" not in portal_text
+    assert customer.goto(f"{url}/engagements/globex-1/").status == 404
+    assert customer.goto(f"{url}/engagements/globex-1/reports/").status == 404
+    customer.goto(f"{url}/portal/")
     with customer.expect_download() as download:
         customer.get_by_role("link", name=re.compile("Download PDF")).first.click()
     pdf = Path(download.value.path())
