@@ -12,6 +12,7 @@ import time
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from gates.services import engagement_create
 from reports.signing import verify_pdf
 from tests.transport.sshd import host_key_fingerprint_of, real_node
 from tests.web.conftest import smtp_server  # noqa: F401 (fixture)
@@ -120,8 +121,6 @@ def test_a_real_engagement_through_the_api(transactional_db, users, client_for, 
 
 
 def test_the_set_up_calls_answer_by_role_and_organisation(users, client_for):
-    from gates.services import engagement_create
-
     engagement_create(name="acme-prod", customer="Acme", start_date="2026-12-01")
     engagement_create(name="globex-1", customer="Globex", start_date="2026-12-01")
     calls = [("/api/engagements/acme-prod/bom/", {"file": csv_file(BOM_CSV)}, "multipart"),

@@ -24,9 +24,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.utils import timezone
 
+from acceptance.models import Engagement, Membership
+from reports.models import Report
 from tests.browser.test_journeys import CHROMIUM, browser  # noqa: F401 (fixture)
 from tests.notifications.conftest import webhook_receiver  # noqa: F401 (fixture)
 from tests.transport.sshd import host_key_fingerprint_of, real_node
@@ -86,11 +89,6 @@ def accept_invitation(browser, url: str, link: str, username: str):  # noqa: F81
 def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
         transactional_db, live_server, browser, smtp_server, webhook_receiver,  # noqa: F811
         settings, tmp_path):
-    from django.contrib.auth.models import User
-
-    from acceptance.models import Engagement, Membership
-    from reports.models import Report
-
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.NOTIFICATIONS_BASE_URL = live_server.url
     settings.NOTIFY_RETRY_BASE_S = 0.01
