@@ -378,6 +378,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Engagements, gates, criteria, runs, measurements, decisions and reports of "
                    "the gated joint acceptance test (token authentication).",
     "VERSION": "1",
+    # A node's role and a person's role are both "role" in the API (acceptance/api/setup.py).
+    "ENUM_NAME_OVERRIDES": {"NodeRoleEnum": "acceptance.models.Node.Role",
+                            "MemberRoleEnum": "acceptance.models.Membership.Role"},
 }
 
 # --- abuse limits and API tokens (issue 13 item 9, issue 14 item 6) ----------------------

@@ -54,7 +54,9 @@ class CriterionSpec:
 @dataclass(frozen=True)
 class Verdict:
     """``measured`` is the figure judged (the worst sample for ``each``), ``deviation`` the
-    ratio measured ÷ reference − 1 for ``within`` criteria, ``sample_ids`` the evidence used."""
+    ratio measured ÷ reference − 1 for ``within`` criteria, ``sample_ids`` the evidence used;
+    ``absent``: insufficient because nothing of its metric was measured at all (not because
+    what was measured cannot count)."""
 
     key: str
     verdict: str
@@ -63,6 +65,7 @@ class Verdict:
     sample_ids: tuple[int, ...] = ()
     deviation: float | None = None
     node: str = ""
+    absent: bool = False
 
 
 class CriterionError(ValueError):
@@ -147,7 +150,8 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
     wanted = f"{spec.metric}" + (f" {spec.label_filter}" if spec.label_filter else "")
     if len(chosen) < spec.min_samples:
         return Verdict(spec.key, "insufficient", None,
-                       f"no measurement of {wanted} (needs {spec.min_samples})")
+                       f"no measurement of {wanted} (needs {spec.min_samples})",
+                       absent=not chosen)
     units = {s.unit for s in chosen}
     if units != {spec.unit}:
         return Verdict(spec.key, "insufficient", None,
@@ -203,12 +207,15 @@ def _interval_note(spec: CriterionSpec, chosen: Sample, samples: list[Sample]) -
 
 def gate_outcome(verdicts: list[Verdict], blocking: dict[str, bool] | None = None) -> str:
     """``passed`` when every blocking criterion passed; ``error`` when any lacks evidence or is
-    unstable (no decision: evidence that cannot count is never a pass or a stop); ``stopped``
-    when any failed; else ``review``."""
+    unstable (no decision: evidence that cannot count is never a pass or a stop) — except that a
+    failure stops the gate when the others lack evidence only because nothing of theirs was
+    measured at all (an array with 0 of 24 drives has no self-test to read: it stops on its
+    drive count); ``stopped`` when any failed; else ``review``."""
     blocking = blocking or {}
     counted = [v for v in verdicts if blocking.get(v.key, True)]
     kinds = {v.verdict for v in counted}
-    if kinds & NO_DECISION:
+    absent_only = all(v.absent for v in counted if v.verdict == "insufficient")
+    if "unstable" in kinds or ("insufficient" in kinds and not ("fail" in kinds and absent_only)):
         return "error"
     if "fail" in kinds:
         return "stopped"

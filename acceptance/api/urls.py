@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
 
-from acceptance.api import views
+from acceptance.api import setup, views
 
 
 class Router(DefaultRouter):
@@ -40,5 +40,11 @@ urlpatterns = [
     re_path(GATE + r"/runs/$",
             views.GateViewSet.as_view({"get": "runs_list", "post": "run_start"}),
             name="api-gate-runs"),
+    # An engagement's set-up (acceptance/api/setup.py): nodes, the BOM, re-opening.
+    re_path(ENGAGEMENT + r"/nodes/$", setup.NodeEnrolView.as_view(), name="api-node-enrol"),
+    re_path(ENGAGEMENT + r"/bom/$", setup.BomUploadView.as_view(), name="api-bom-upload"),
+    re_path(ENGAGEMENT + r"/bom/(?P<position>[0-9]{1,6})/tick/$", setup.BomTickView.as_view(),
+            name="api-bom-tick"),
+    re_path(ENGAGEMENT + r"/reopen/$", setup.ReopenView.as_view(), name="api-reopen"),
     *router.urls,
 ]

@@ -28,6 +28,19 @@ while :; do
 done
 """
 
+# The inventory (RUNBOOK §2.1). nvme-cli 2.x exits 1 ("Failed to scan topology: No such file or
+# directory") on a machine whose kernel has no NVMe controller at all (no /sys/class/nvme): that
+# is an inventory of 0 drives, not a failed probe. nvme's own error stays on stderr with a note;
+# any other failure, and a missing nvme, still fail the run.
+NVME_LIST_SCRIPT = r"""
+command -v nvme >/dev/null || { echo "nvme: command not found" >&2; exit 127; }
+nvme list -o json && exit 0
+rc=$?
+{ [ -e /sys/class/nvme ] || [ -e /sys/class/nvme-subsystem ]; } && exit "$rc"
+echo "no /sys/class/nvme: the kernel sees no NVMe controller (nvme list exited $rc)" >&2
+printf '{"Devices": []}\n'
+"""
+
 
 def _self_test_argv(p: dict[str, Any]) -> list[str]:
     return ["sh", "-c", SELF_TEST_SCRIPT, "nvme-self-test", p["device"],
@@ -37,8 +50,10 @@ def _self_test_argv(p: dict[str, Any]) -> list[str]:
 DRIVE_PROBES: tuple[Probe, ...] = (
     Probe(
         "nvme_inventory", "array", "nvme_list", ("nvme", "version"), 60, {},
-        lambda p: ["nvme", "list", "-o", "json"],
+        lambda p: ["sh", "-c", NVME_LIST_SCRIPT, "nvme-list"],
         "drive inventory on the array controller (RUNBOOK §2.1)",
+        summary=lambda p: ("nvme list -o json (an empty list when the kernel has no NVMe "
+                           "controller: no /sys/class/nvme)"),
     ),
     Probe(
         "nvme_self_test", "array", "nvme_self_test_log", ("nvme", "version"), 900,

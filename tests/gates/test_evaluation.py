@@ -55,7 +55,7 @@ def test_it_computes_the_deviation_from_the_reference_for_within():
     assert off.deviation == pytest.approx(0.15, abs=1e-3)
     # The label filter keeps other concurrencies out: none left means no evidence.
     none = evaluate_criterion(spec, [sample(1, "ttft_p50", 17.5, "s", concurrency="8")])
-    assert none.verdict == "insufficient"
+    assert none.verdict == "insufficient" and none.absent
 
 
 def test_it_gives_review_above_a_between_range_when_the_criterion_says_so():
@@ -90,7 +90,15 @@ def test_it_decides_the_gate_from_the_verdicts():
 
     assert gate_outcome([v("pass"), v("pass")]) == "passed"
     assert gate_outcome([v("pass"), v("fail")]) == "stopped"
+    # Evidence that cannot count (invalid, wrong unit) beside a failure: no decision.
     assert gate_outcome([v("fail"), v("insufficient")]) == "error"
+    # A failure stops the gate where other criteria have nothing measured at all (0 of 24
+    # drives: no self-test to read); what is missing is recorded as insufficient data.
+    absent = Verdict("k", "insufficient", None, "no measurement", absent=True)
+    assert gate_outcome([v("fail"), absent]) == "stopped"
+    assert gate_outcome([v("pass"), absent]) == "error"
+    assert gate_outcome([v("fail"), absent, v("insufficient")]) == "error"
+    assert gate_outcome([Verdict("u", "unstable", 1.0, ""), v("fail"), absent]) == "error"
     assert gate_outcome([v("pass"), v("review")]) == "review"
     # An advisory (non-blocking) criterion never stops the gate.
     assert gate_outcome([Verdict("a", "fail", 1.0, "")], {"a": False}) == "passed"

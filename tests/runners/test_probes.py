@@ -1,10 +1,16 @@
 """Probe commands come only from definitions and validated parameters, quoted, under timeout."""
 
+import os
 import shlex
+import shutil
+import subprocess
 
 import pytest
 
+from runners.parsers import parse_output
 from runners.probes import PROBES, ProbeParameterError, probe
+
+SBIN = "/usr/local/sbin:/usr/sbin:/usr/bin:/bin"
 
 
 def test_it_wraps_every_command_in_a_node_side_timeout():
@@ -21,8 +27,8 @@ def test_it_builds_the_runbook_fio_job_read_only():
 
 
 def test_it_prefixes_sudo_non_interactively_when_the_node_says_so():
-    command = probe("nvme_inventory").command({}, sudo=True)
-    assert command.startswith("sudo -n timeout --kill-after=10 60 env LC_ALL=C nvme list")
+    command = probe("nvme_smart_log").command({"device": "/dev/nvme0"}, sudo=True)
+    assert command.startswith("sudo -n timeout --kill-after=10 60 env LC_ALL=C nvme smart-log")
 
 
 @pytest.mark.parametrize("device", ["/dev/nvme0; rm -rf /", "/dev/sda", "nvme0", "/dev/nvme0 x",
@@ -62,7 +68,9 @@ def test_it_summarises_scripted_probes_for_people():
     text = spec.display({"device": "/dev/nvme3"}, "full command")
     assert text.startswith("nvme device-self-test /dev/nvme3 -n 0xffffffff -s 1; then nvme "
                            "self-test-log /dev/nvme3 -o json")
-    assert probe("nvme_inventory").display({}, "the command") == "the command"
+    assert probe("nvme_smart_log").display({"device": "/dev/nvme0"}, "the command") == \
+        "the command"
+    assert probe("nvme_inventory").display({}, "x").startswith("nvme list -o json")
 
 
 def test_it_names_the_known_probes_for_an_unknown_one():
@@ -79,3 +87,22 @@ def test_it_parses_smartctl_output_whatever_findings_its_exit_bits_report():
     assert not probe("nvme_smart_log").parse_exit(4)
     assert shlex.split(spec.command({"device": "/dev/nvme0"}))[-4:] == [
         "smartctl", "-j", "-a", "/dev/nvme0"]
+
+
+@pytest.mark.skipif(os.path.exists("/sys/class/nvme") or not shutil.which("nvme", path=SBIN),
+                    reason="needs nvme-cli on a machine whose kernel has no NVMe controller")
+def test_the_inventory_of_a_machine_without_nvme_is_0_drives_not_an_error():
+    """nvme-cli 2.x exits 1 ("Failed to scan topology") without /sys/class/nvme: the probe
+    reports the empty inventory, with nvme's error and a note on stderr."""
+    argv = PROBES["nvme_inventory"].argv({})
+    done = subprocess.run(argv, capture_output=True, env={"PATH": SBIN}, timeout=30)
+    assert done.returncode == 0
+    assert [(m.metric, m.value) for m in parse_output("nvme_list", done.stdout)] == [
+        ("drive_count", 0.0), ("namespace_count", 0.0)]
+    assert b"the kernel sees no NVMe controller (nvme list exited 1)" in done.stderr
+
+
+def test_the_inventory_without_nvme_cli_fails_the_run(tmp_path):
+    done = subprocess.run(PROBES["nvme_inventory"].argv({}), capture_output=True,
+                          env={"PATH": str(tmp_path)}, timeout=30, executable="/bin/sh")
+    assert done.returncode == 127 and done.stdout == b""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,23 @@ def sshd(settings):
                                    **options)
 
     return start
+
+
+def real_node(directory: Path) -> server.LabServer:
+    """A loopback sshd whose sessions find this machine's own tools (nvme-cli, smartmontools):
+    the lab's stand-in directory is emptied, /usr/sbin is on the PATH as for root on a node."""
+    node = server.server_start(directory, scenario={},
+                               path_prefix=[Path("/usr/local/sbin"), Path("/usr/sbin")])
+    shutil.rmtree(directory / "bin")
+    (directory / "bin").mkdir()
+    return node
+
+
+def host_key_fingerprint_of(lab: server.LabServer) -> str:
+    """``SHA256:…`` of the server's host key as ``ssh-keygen -lf`` prints it on its console."""
+    done = subprocess.run(["ssh-keygen", "-lf", str(lab.directory / "host_key.pub")],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.split()[1]
 
 
 def target_of(lab: server.LabServer, name: str, **changes) -> SSHTarget:
