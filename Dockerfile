@@ -18,9 +18,11 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && /opt/venv/bin/pip install --no-cache-dir -r requirements.txt
 
 FROM python:3.11-slim-bookworm AS runtime
+# postgresql-client: pg_dump and pg_restore for `manage.py backup` / `restore` (bookworm's 15,
+# the same major version as compose's postgres:15).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 \
-      libharfbuzz0b shared-mime-info fonts-noto-cjk \
+      libharfbuzz0b shared-mime-info fonts-noto-cjk postgresql-client \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/acceptance --create-home acceptance
 COPY --from=build /opt/venv /opt/venv
