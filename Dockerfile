@@ -35,8 +35,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     ACCEPTANCE_VAR_DIR=/var/lib/acceptance \
     ACCEPTANCE_STATIC_ROOT=/srv/acceptance/static
 # collectstatic needs settings, and production settings refuse to load without their secrets:
-# throw-away values for this one command (the image carries none).
-RUN ACCEPTANCE_SECRET_KEY=collectstatic-only ACCEPTANCE_CREDENTIALS_KEY=collectstatic-only \
+# throw-away values for this one command (the image carries none; the credentials key must be
+# well-formed, so an all-zero Fernet key that encrypts nothing).
+RUN ACCEPTANCE_SECRET_KEY=collectstatic-only ACCEPTANCE_CREDENTIALS_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= \
     ACCEPTANCE_REPORT_SIGNING_PKCS12=/dev/null ACCEPTANCE_VAR_DIR=/tmp/collectstatic \
     python manage.py collectstatic --no-input -v 0 \
  && rm -rf /tmp/collectstatic

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import environ
+from cryptography.fernet import Fernet
 
 from acceptance.files import private_dir, private_secret, private_sqlite_file
 
@@ -104,6 +105,13 @@ ALLOWED_HOSTS = own("list", "ALLOWED_HOSTS", legacy=("DJANGO_ALLOWED_HOSTS",),
 # Key for credentials stored at rest (SSH private keys, passphrases): a Fernet key
 # (32 url-safe base64 bytes). Production sets it; development makes one under VAR_DIR.
 CREDENTIALS_KEY = _required("CREDENTIALS_KEY", own("str", "CREDENTIALS_KEY", default=""))
+try:
+    if CREDENTIALS_KEY:
+        Fernet(CREDENTIALS_KEY)  # refused now, not at the first node registered (a 500)
+except ValueError:
+    _refuse("ACCEPTANCE_CREDENTIALS_KEY is not a Fernet key (32 url-safe base64-encoded bytes: "
+            "python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())')")
 
 # --- HTTPS behind a reverse proxy (on by default in production) ---------------------------
 # ACCEPTANCE_SECURE_PROXY_SSL_HEADER names the header the proxy sets on HTTPS requests and its

@@ -181,3 +181,17 @@ def test_env_example_says_the_secret_files_must_be_readable_by_the_image_user():
     example = (ROOT / ".env.example").read_text()
     assert f"sudo chown {uid} secrets/signing.p12 secrets/signing.pass" in example
     assert f"sudo chown {uid} secrets/signing.*" in (ROOT / "README.md").read_text()
+
+
+def test_the_images_collectstatic_environment_loads_the_production_settings(tmp_path):
+    """The throw-away values of the image's collectstatic RUN pass the settings' checks (a
+    malformed credentials key is refused at start)."""
+    run = next(a for i, a in STAGES[1] if i == "RUN" and "collectstatic" in a)
+    argv = shlex.split(run.split("&&")[0])
+    throwaway = {}
+    while "=" in argv[0]:
+        name, _, value = argv.pop(0).partition("=")
+        throwaway[name] = value
+    assert throwaway.pop("ACCEPTANCE_VAR_DIR") == "/tmp/collectstatic"
+    done = manage(base_env(tmp_path / "var", ACCEPTANCE_ENV="production", **throwaway), "check")
+    assert (done.returncode, done.stderr) == (0, "")

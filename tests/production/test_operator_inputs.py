@@ -42,3 +42,16 @@ def test_serve_refuses_a_malformed_count_from_the_environment_naming_it(tmp_path
                               "not 'two'\n")
     shown = manage(base_env(tmp_path / "var", **{variable: "3"}), "serve", "--print")
     assert shown.returncode == 0, shown.stderr
+
+
+@pytest.mark.parametrize("environment", ["production", "development"])
+def test_a_credentials_key_that_is_not_a_fernet_key_refuses_the_start(tmp_path, environment):
+    """Else the service started, /readyz said ready, and the first node registered was a 500."""
+    env = base_env(tmp_path / "var", ACCEPTANCE_ENV=environment, ACCEPTANCE_SECRET_KEY="k" * 60,
+                   ACCEPTANCE_CREDENTIALS_KEY="my-credentials-key",
+                   ACCEPTANCE_REPORT_SIGNING_PKCS12="/dev/null")
+    refused = manage(env, "check")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("refusing to start: ACCEPTANCE_CREDENTIALS_KEY is not a "
+                                     "Fernet key (32 url-safe base64-encoded bytes: ")
+    assert "my-credentials-key" not in refused.stderr and "Traceback" not in refused.stderr
