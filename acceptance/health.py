@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from acceptance.celery import app as celery_app
 from reports.signing import SigningSetupError, load_signer
@@ -82,13 +82,13 @@ CHECKS: dict[str, Callable[[], str]] = {
 
 
 @never_cache
-@require_GET
+@require_safe
 def healthz(request):
     return HttpResponse("ok\n", content_type="text/plain")
 
 
 @never_cache
-@require_GET
+@require_safe
 def readyz(request):
     failed = {name: problem for name, check in CHECKS.items() if (problem := check())}
     if failed:

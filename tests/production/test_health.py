@@ -86,3 +86,9 @@ def test_health_answers_a_container_healthcheck_whose_host_is_not_an_allowed_hos
     assert answer.status_code == 200
     assert client.get("/accounts/login/", HTTP_HOST="127.0.0.1:8000").status_code == 400
     assert client.post(path, HTTP_HOST="127.0.0.1:8000").status_code == 405
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_health_answers_a_head_request_as_load_balancers_send(client, db, path):
+    answer = client.head(path)
+    assert (answer.status_code, answer.content) == (200, b"")
