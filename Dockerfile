@@ -18,9 +18,11 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && /opt/venv/bin/pip install --no-cache-dir -r requirements.txt
 
 FROM python:3.11-slim-bookworm AS runtime
+# postgresql-client: pg_dump and pg_restore for `manage.py backup` / `restore` (bookworm's 15,
+# the same major version as compose's postgres:15).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 \
-      libharfbuzz0b shared-mime-info fonts-noto-cjk \
+      libharfbuzz0b shared-mime-info fonts-noto-cjk postgresql-client \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/acceptance --create-home acceptance
 COPY --from=build /opt/venv /opt/venv
@@ -33,8 +35,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     ACCEPTANCE_VAR_DIR=/var/lib/acceptance \
     ACCEPTANCE_STATIC_ROOT=/srv/acceptance/static
 # collectstatic needs settings, and production settings refuse to load without their secrets:
-# throw-away values for this one command (the image carries none).
-RUN ACCEPTANCE_SECRET_KEY=collectstatic-only ACCEPTANCE_CREDENTIALS_KEY=collectstatic-only \
+# throw-away values for this one command (the image carries none; the credentials key must be
+# well-formed, so an all-zero Fernet key that encrypts nothing).
+RUN ACCEPTANCE_SECRET_KEY=collectstatic-only ACCEPTANCE_CREDENTIALS_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= \
     ACCEPTANCE_REPORT_SIGNING_PKCS12=/dev/null ACCEPTANCE_VAR_DIR=/tmp/collectstatic \
     python manage.py collectstatic --no-input -v 0 \
  && rm -rf /tmp/collectstatic

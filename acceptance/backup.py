@@ -128,6 +128,8 @@ def _database_dump(target: Path, engine: str) -> None:
     destination = sqlite3.connect(target)
     try:
         connection.connection.backup(destination)
+    except sqlite3.Error as e:  # a full disk, or a var dir that is not writable
+        raise BackupError(f"cannot copy the database into {target.parent.parent}: {e}") from None
     finally:
         destination.close()
 
@@ -201,10 +203,11 @@ def _add(archive: tarfile.TarFile, name: str, data_or_path: bytes | Path, manife
     if isinstance(data_or_path, Path):
         try:
             digest, info.size = _sha256_of(data_or_path)
-            with open(data_or_path, "rb") as handle:
-                archive.addfile(info, handle)
+            handle = open(data_or_path, "rb")  # noqa: SIM115 (closed below)
         except OSError as e:
             raise BackupError(f"cannot read {data_or_path}: {e.strerror}") from None
+        with handle:
+            archive.addfile(info, handle)  # a write error: backup_write names the archive
     else:
         digest, info.size = hashlib.sha256(data_or_path).hexdigest(), len(data_or_path)
         archive.addfile(info, io.BytesIO(data_or_path))
@@ -242,6 +245,9 @@ def backup_write(*, out: Path) -> BackupSummary:
                     "reports": Report.objects.count(), "members": members,
                 }
                 _add(tar, MANIFEST, json.dumps(manifest, indent=1).encode(), {})
+    except OSError as e:  # writing the archive: a full disk, a quota, a file size limit
+        out.unlink(missing_ok=True)
+        raise BackupError(f"cannot write {out}: {e.strerror or e}; nothing was kept") from None
     except BaseException:
         out.unlink(missing_ok=True)
         raise

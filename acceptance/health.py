@@ -9,6 +9,10 @@ the service can work, never what it holds).
 
 The metrics endpoint (``/metrics``, helper "ops") is a separate door; the checks here are plain
 functions it may reuse.
+
+``HealthMiddleware`` (first in ``MIDDLEWARE``) answers both paths before the host check: a
+container's healthcheck or a load balancer asks ``http://127.0.0.1:8000/readyz`` or the pod's
+address, never a name in ``ACCEPTANCE_ALLOWED_HOSTS``, and would otherwise get 400.
 """
 
 import tempfile
@@ -19,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from acceptance.celery import app as celery_app
 from reports.signing import SigningSetupError, load_signer
@@ -78,15 +82,32 @@ CHECKS: dict[str, Callable[[], str]] = {
 
 
 @never_cache
-@require_GET
+@require_safe
 def healthz(request):
     return HttpResponse("ok\n", content_type="text/plain")
 
 
 @never_cache
-@require_GET
+@require_safe
 def readyz(request):
     failed = {name: problem for name, check in CHECKS.items() if (problem := check())}
     if failed:
         return JsonResponse({"status": "not ready", "failed": failed}, status=503)
     return JsonResponse({"status": "ready", "checked": list(CHECKS)})
+
+
+HEALTH_VIEWS = {"/healthz": healthz, "/readyz": readyz}
+
+
+class HealthMiddleware:
+    """``/healthz`` and ``/readyz`` for any Host header (they say nothing a host name guards);
+    every other path goes on through the middleware chain and its host check."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        view = HEALTH_VIEWS.get(request.path_info)
+        if view is not None:
+            return view(request)
+        return self.get_response(request)

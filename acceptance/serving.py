@@ -201,11 +201,15 @@ class Supervisor:
             self.announce("stopped", child=entry.child.name, exit_status=process.returncode)
 
 
+# A child that died unasked is worth a look (WARNING); one that kept dying stopped serve (ERROR).
+EVENT_LEVELS = {"died": "WARNING", "giving up": "ERROR"}
+
+
 def announce_json(stream):
     """An ``announce`` writing one JSON line per supervisor event (the log format of the rest)."""
 
     def write(event: str, **fields) -> None:
-        record = {"time": datetime.now(UTC).isoformat(), "level": "INFO",
+        record = {"time": datetime.now(UTC).isoformat(), "level": EVENT_LEVELS.get(event, "INFO"),
                   "logger": "acceptance.serving", "message": event, **fields}
         stream.write(json.dumps(record) + "\n")
         stream.flush()

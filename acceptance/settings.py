@@ -22,11 +22,45 @@ import sys
 from pathlib import Path
 
 import environ
+from cryptography.fernet import Fernet
 
 from acceptance.files import private_dir, private_secret, private_sqlite_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-env = environ.Env()
+
+
+def _refuse(message: str) -> None:
+    """Stop the start with one line on stderr (manage.py, gunicorn and celery alike)."""
+    sys.stderr.write(f"refusing to start: {message}\n")
+    raise SystemExit(2)
+
+
+BOOLEAN_FALSE_STRINGS = ("false", "off", "no", "n", "0", "")
+CAST_NAMES = {bool: "true or false", int: "a whole number", float: "a number"}
+
+
+class StrictEnv(environ.Env):
+    """django-environ, but a malformed number or switch refuses the start naming the variable
+    (not a traceback), and a switch that is neither true nor false (``maybe``) is not read as
+    off: ``ACCEPTANCE_SECURE_COOKIES=maybe`` must not turn secure cookies off unnoticed."""
+
+    def get_value(self, var, cast=None, default=environ.Env.NOTSET, parse_default=False):
+        raw = self.ENVIRON.get(var)
+        if cast in CAST_NAMES and isinstance(raw, str):
+            text = raw.strip().lower()
+            bad = (cast is bool and text not in (*self.BOOLEAN_TRUE_STRINGS,
+                                                 *BOOLEAN_FALSE_STRINGS))
+            if not bad and cast is not bool:
+                try:
+                    cast(text)
+                except ValueError:
+                    bad = True
+            if bad:
+                _refuse(f"{var} must be {CAST_NAMES[cast]}, not {raw!r}")
+        return super().get_value(var, cast=cast, default=default, parse_default=parse_default)
+
+
+env = StrictEnv()
 
 
 def own(cast: str, name: str, *, legacy: tuple[str, ...] = (), default=None):
@@ -36,12 +70,6 @@ def own(cast: str, name: str, *, legacy: tuple[str, ...] = (), default=None):
         if variable in os.environ:
             return getattr(env, cast)(variable)
     return default
-
-
-def _refuse(message: str) -> None:
-    """Stop the start with one line on stderr (manage.py, gunicorn and celery alike)."""
-    sys.stderr.write(f"refusing to start: {message}\n")
-    raise SystemExit(2)
 
 
 ENVIRONMENT = own("str", "ENV", default="development")
@@ -77,6 +105,13 @@ ALLOWED_HOSTS = own("list", "ALLOWED_HOSTS", legacy=("DJANGO_ALLOWED_HOSTS",),
 # Key for credentials stored at rest (SSH private keys, passphrases): a Fernet key
 # (32 url-safe base64 bytes). Production sets it; development makes one under VAR_DIR.
 CREDENTIALS_KEY = _required("CREDENTIALS_KEY", own("str", "CREDENTIALS_KEY", default=""))
+try:
+    if CREDENTIALS_KEY:
+        Fernet(CREDENTIALS_KEY)  # refused now, not at the first node registered (a 500)
+except ValueError:
+    _refuse("ACCEPTANCE_CREDENTIALS_KEY is not a Fernet key (32 url-safe base64-encoded bytes: "
+            "python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())')")
 
 # --- HTTPS behind a reverse proxy (on by default in production) ---------------------------
 # ACCEPTANCE_SECURE_PROXY_SSL_HEADER names the header the proxy sets on HTTPS requests and its
@@ -117,6 +152,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "acceptance.health.HealthMiddleware",  # /healthz, /readyz for any Host (container checks)
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -164,3 +164,34 @@ def test_collectstatic_writes_hashed_names_under_the_production_settings(tmp_pat
     hashed = manifest["paths"]
     assert hashed and all(re.search(r"\.[0-9a-f]{12}(\.|$)", v) for v in hashed.values())
     assert any((tmp_path / "var" / "static" / f"{v}.gz").exists() for v in hashed.values())
+
+
+def test_the_image_has_what_backup_and_restore_run_on_postgresql():
+    """`manage.py backup` / `restore` in a container (compose runs PostgreSQL) call pg_dump and
+    pg_restore; without the client they answer 'pg_dump is not installed'."""
+    runtime_runs = " ".join(a for i, a in STAGES[1] if i == "RUN")
+    assert re.search(r"apt-get install [^&]*\bpostgresql-client\b", runtime_runs)
+    assert SERVICES["postgres"]["image"] == "postgres:15"  # bookworm's client is 15 too
+
+
+def test_env_example_says_the_secret_files_must_be_readable_by_the_image_user():
+    """Compose mounts a file secret with the host file's owner and mode: a 0600 file of the
+    operator's is unreadable to the image's user and /readyz stays 503 on 'signing'."""
+    uid = re.search(r"useradd --system --uid (\d+)", DOCKERFILE).group(1)
+    example = (ROOT / ".env.example").read_text()
+    assert f"sudo chown {uid} secrets/signing.p12 secrets/signing.pass" in example
+    assert f"sudo chown {uid} secrets/signing.*" in (ROOT / "README.md").read_text()
+
+
+def test_the_images_collectstatic_environment_loads_the_production_settings(tmp_path):
+    """The throw-away values of the image's collectstatic RUN pass the settings' checks (a
+    malformed credentials key is refused at start)."""
+    run = next(a for i, a in STAGES[1] if i == "RUN" and "collectstatic" in a)
+    argv = shlex.split(run.split("&&")[0])
+    throwaway = {}
+    while "=" in argv[0]:
+        name, _, value = argv.pop(0).partition("=")
+        throwaway[name] = value
+    assert throwaway.pop("ACCEPTANCE_VAR_DIR") == "/tmp/collectstatic"
+    done = manage(base_env(tmp_path / "var", ACCEPTANCE_ENV="production", **throwaway), "check")
+    assert (done.returncode, done.stderr) == (0, "")

@@ -73,3 +73,22 @@ def test_readyz_reaches_a_real_redis(client, db, settings):
     finally:
         celery_app.conf.task_always_eager, celery_app.conf.broker_url = eager, broker
     assert answer.status_code == 200, answer.content
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_health_answers_a_container_healthcheck_whose_host_is_not_an_allowed_host(
+        client, db, settings, path):
+    """docker-compose.yml and the Dockerfile ask http://127.0.0.1:8000/…; production's
+    ACCEPTANCE_ALLOWED_HOSTS names the public host only."""
+    settings.ALLOWED_HOSTS = ["acceptance.example.com"]
+    settings.SECURE_SSL_REDIRECT = True
+    answer = client.get(path, HTTP_HOST="127.0.0.1:8000")
+    assert answer.status_code == 200
+    assert client.get("/accounts/login/", HTTP_HOST="127.0.0.1:8000").status_code == 400
+    assert client.post(path, HTTP_HOST="127.0.0.1:8000").status_code == 405
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_health_answers_a_head_request_as_load_balancers_send(client, db, path):
+    answer = client.head(path)
+    assert (answer.status_code, answer.content) == (200, b"")

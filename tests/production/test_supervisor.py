@@ -3,6 +3,8 @@ processes: a child that dies is started again after its back-off, one that keeps
 the supervisor with status 1, SIGTERM stops every child and exits 0. Then the children of
 ``serve`` itself: the argv of each role, the server-less broker on the embedded default."""
 
+import io
+import json
 import os
 import signal
 import sys
@@ -137,3 +139,14 @@ def test_it_refuses_to_serve_an_unmigrated_database(tmp_path):
     assert refused.returncode == 2
     assert refused.stderr.strip().startswith("CommandError: the database has ")
     assert refused.stderr.strip().endswith("unapplied migrations: run manage.py migrate first")
+
+
+def test_a_child_dying_unasked_is_logged_as_a_warning_and_giving_up_as_an_error():
+    stream = io.StringIO()
+    announce = serving.announce_json(stream)
+    announce("started", child="worker-1", pid=1)
+    announce("died", child="worker-1", exit_status=-9, restart_in_s=1.0)
+    announce("giving up", child="worker-1", exit_status=-9)
+    announce("stopped", child="worker-1", exit_status=0)
+    levels = [json.loads(line)["level"] for line in stream.getvalue().splitlines()]
+    assert levels == ["INFO", "WARNING", "ERROR", "INFO"]

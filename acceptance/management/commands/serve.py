@@ -36,6 +36,21 @@ def positive(value: str) -> int:
     return number
 
 
+def positive_from_environment(variable: str, default: int) -> int:
+    """``serve``'s default from ``variable``: a value that is not a whole number of at least 1
+    refuses the start naming the variable (exit status 2, one line)."""
+    raw = os.environ.get(variable)
+    if raw is None:
+        return default
+    try:
+        return positive(raw)
+    except ValueError:
+        # read while the parser is built, where a CommandError would end in a traceback
+        sys.stderr.write(f"CommandError: {variable} must be a whole number of at least 1, "
+                         f"not {raw!r}\n")
+        raise SystemExit(2) from None
+
+
 class Command(BaseCommand):
     help = "Serve the web (gunicorn), Celery workers and beat, supervised."
     requires_system_checks = []  # the children check; --print must work anywhere
@@ -48,12 +63,12 @@ class Command(BaseCommand):
                             help="gunicorn's address (default $ACCEPTANCE_BIND or "
                                  "127.0.0.1:8000)")
         parser.add_argument("--web-workers", type=positive,
-                            default=int(os.environ.get("ACCEPTANCE_WEB_WORKERS", "2")))
+                            default=positive_from_environment("ACCEPTANCE_WEB_WORKERS", 2))
         parser.add_argument("--workers", type=positive,
-                            default=int(os.environ.get("ACCEPTANCE_WORKERS", "1")),
+                            default=positive_from_environment("ACCEPTANCE_WORKERS", 1),
                             help="Celery worker processes (default $ACCEPTANCE_WORKERS or 1)")
         parser.add_argument("--concurrency", type=positive,
-                            default=int(os.environ.get("ACCEPTANCE_WORKER_CONCURRENCY", "4")),
+                            default=positive_from_environment("ACCEPTANCE_WORKER_CONCURRENCY", 4),
                             help="jobs at once per worker process (threads)")
         parser.add_argument("--stop-grace", type=float, default=30.0,
                             help="seconds a child has to stop after SIGTERM")
