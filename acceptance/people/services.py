@@ -34,6 +34,7 @@ from django.utils.translation import gettext as _
 
 from acceptance.models import AuditEntry, Engagement, Invitation, Membership
 from acceptance.permissions import ROLE_WORDS
+from acceptance.tokens import ApiToken
 
 Role = Membership.Role
 STAFF = (Role.PROJECT_MANAGER, Role.ENGINEER)
@@ -306,10 +307,14 @@ def member_remove(*, engagement: Engagement, membership: Membership, actor: str)
     _last_project_manager_check(membership)
     who, role = membership.user.get_username(), membership.role
     organisation = membership.organisation.name if membership.organisation else None
+    user = membership.user
     membership.delete()
+    # Their API tokens go with the role: a later role must not revive an old key.
+    revoked = ApiToken.objects.filter(user=user, revoked_at=None).update(
+        revoked_at=timezone.now())
     _audit(engagement, actor, "access removed",
            f"{who} ({role_word(role, engagement)}) no longer has access",
-           user=who, role=role, organisation=organisation)
+           user=who, role=role, organisation=organisation, api_tokens_revoked=revoked)
 
 
 @transaction.atomic

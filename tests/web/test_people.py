@@ -185,9 +185,25 @@ def test_removing_access_is_audited_and_the_customer_then_sees_nothing(world, pm
     assert User.objects.filter(pk=customer_a.pk).exists()  # the account and its history stay
     entry = AuditEntry.objects.get(action="access removed")
     assert entry.actor == "pat-pm"
-    assert entry.details == {"user": "carla-acme", "role": "customer", "organisation": "ACME"}
+    assert entry.details == {"user": "carla-acme", "role": "customer", "organisation": "ACME",
+                             "api_tokens_revoked": 0}
     assert as_user(customer_a).get(reverse("engagement-detail",
                                            args=["acme-1"])).status_code == 404
+
+
+def test_removing_access_revokes_the_persons_api_tokens_so_a_later_role_revives_none(
+        world, pm, customer_a):
+    _, raw = api_token_create(user=customer_a, name="ci")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
+    assert api.get("/api/engagements/").status_code == 200
+    as_user(pm).post(reverse("people-remove", args=["acme-1", customer_a.pk]))
+    assert AuditEntry.objects.get(action="access removed").details["api_tokens_revoked"] == 1
+    Membership.objects.create(user=customer_a, role=Role.CUSTOMER,
+                              organisation=world["engagement"].customer)
+    refused = api.get("/api/engagements/")
+    assert refused.status_code == 401
+    assert "revoked" in refused.json()["detail"]
 
 
 def test_the_last_project_manager_is_neither_demoted_nor_removed(world, pm):
