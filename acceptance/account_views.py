@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _t
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from acceptance.tokens import ApiToken, api_token_create, api_token_revoke
@@ -17,7 +18,8 @@ MAX_DAYS = 365
 
 
 class TokenCreateForm(forms.Form):
-    name = forms.CharField(label=_("Name"), max_length=100, strip=True,
+    name = forms.CharField(label=pgettext_lazy("the name of a thing, not a person", "Name"),
+                           max_length=100, strip=True,
                            help_text=_("What the token is for, e.g. the script that uses it."))
     days = forms.IntegerField(label=_("Expires after (days)"), min_value=1, max_value=MAX_DAYS)
 

@@ -9,6 +9,7 @@ import copy
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from acceptance.bom import CSV_MAX_BYTES, BomLineData, bom_line_check
 from acceptance.models import REFERENCE_PROFILES, Array, Engagement, Organisation
@@ -99,7 +100,7 @@ class EngagementCreateForm(forms.Form):
     """A new engagement: the customer organisation is chosen from the list or named new."""
 
     name = forms.CharField(
-        label=_("Name"), max_length=63,
+        label=pgettext_lazy("the name of a thing, not a person", "Name"), max_length=63,
         help_text=_("Letters, digits, '.', '_' or '-', e.g. acme-prod: it names the engagement "
                     "in links, reports and commands."))
     organisation = forms.ModelChoiceField(
