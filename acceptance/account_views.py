@@ -7,9 +7,8 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.translation import gettext as _t
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from acceptance.tokens import ApiToken, api_token_create, api_token_revoke
@@ -61,7 +60,7 @@ def api_tokens(request):
 def api_token_revoke_view(request, token_id: int):
     token = get_object_or_404(ApiToken, pk=token_id, user=request.user)
     if api_token_revoke(token=token):
-        messages.success(request, _t("Token “%(name)s” revoked: it no longer works.")
+        messages.success(request, gettext("Token “%(name)s” revoked: it no longer works.")
                          % {"name": token.name})
     return redirect("api-tokens")
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.translation import gettext, gettext_noop
 
 from acceptance.models import Engagement
 
@@ -97,27 +98,27 @@ class ThresholdRule:
 #: By canonical unit (METRICS.md); ``METRIC_THRESHOLD_RULES`` overrides for figures whose
 #: formula allows more (a gain or a deviation may be negative) or less (a drive count).
 UNIT_THRESHOLD_RULES = {
-    "ratio": ThresholdRule("a ratio between 0 and 1 (0.83 means 83 %)", 0, 1),
-    "s": ThresholdRule("a time in seconds above 0", 0, low_open=True),
-    "1": ThresholdRule("a count: a whole number of at least 0", 0, integer=True),
-    "%": ThresholdRule("a percentage between 0 and 100", 0, 100),
-    "K": ThresholdRule("a temperature in kelvin above 0", 0, low_open=True),
-    "B/s": ThresholdRule("a rate in B/s above 0", 0, low_open=True),
-    "B": ThresholdRule("a size in bytes above 0", 0, low_open=True),
-    "1/s": ThresholdRule("a rate per second above 0", 0, low_open=True),
-    "tok/s": ThresholdRule("a rate in tok/s above 0", 0, low_open=True),
+    "ratio": ThresholdRule(gettext_noop("a ratio between 0 and 1 (0.83 means 83 %)"), 0, 1),
+    "s": ThresholdRule(gettext_noop("a time in seconds above 0"), 0, low_open=True),
+    "1": ThresholdRule(gettext_noop("a count: a whole number of at least 0"), 0, integer=True),
+    "%": ThresholdRule(gettext_noop("a percentage between 0 and 100"), 0, 100),
+    "K": ThresholdRule(gettext_noop("a temperature in kelvin above 0"), 0, low_open=True),
+    "B/s": ThresholdRule(gettext_noop("a rate in B/s above 0"), 0, low_open=True),
+    "B": ThresholdRule(gettext_noop("a size in bytes above 0"), 0, low_open=True),
+    "1/s": ThresholdRule(gettext_noop("a rate per second above 0"), 0, low_open=True),
+    "tok/s": ThresholdRule(gettext_noop("a rate in tok/s above 0"), 0, low_open=True),
 }
 METRIC_THRESHOLD_RULES = {
-    "drive_count": ThresholdRule("a drive count: a whole number of at least 1", 1,
+    "drive_count": ThresholdRule(gettext_noop("a drive count: a whole number of at least 1"), 1,
                                  integer=True),
-    "throughput_gain": ThresholdRule("a gain ratio above −1 (0.29 means +29 %)", -1,
+    "throughput_gain": ThresholdRule(gettext_noop("a gain ratio above −1 (0.29 means +29 %)"), -1,
                                      low_open=True),
     "baseline_deviation": ThresholdRule(
-        "a deviation ratio above −1 (−0.10 means 10 % below the reference)", -1,
+        gettext_noop("a deviation ratio above −1 (−0.10 means 10 % below the reference)"), -1,
         low_open=True),
 }
-TOLERANCE_RULE = ThresholdRule("a ratio above 0 and at most 1 (0.10 means ±10 %)", 0, 1,
-                               low_open=True)
+TOLERANCE_RULE = ThresholdRule(
+    gettext_noop("a ratio above 0 and at most 1 (0.10 means ±10 %)"), 0, 1, low_open=True)
 #: The bounds each operator needs (the rest of a criterion is its definition).
 OPERATOR_BOUNDS = {
     ">=": ("threshold",),
@@ -193,18 +194,23 @@ class Criterion(models.Model):
         for name in OPERATOR_BOUNDS.get(self.operator, ()):
             value = getattr(self, name)
             if value is None:
-                errors[name] = f"{name}: operator {self.operator} needs it"
+                errors[name] = gettext("%(field)s: operator %(operator)s needs it") % {
+                    "field": name, "operator": self.operator}
                 continue
             field_rule = TOLERANCE_RULE if name == "tolerance" else rule
             if field_rule is not None and not field_rule.allows(value):
-                what = "the tolerance" if name == "tolerance" else self.metric
-                errors[name] = f"{name}: {what} is {field_rule.text}; {value:g} is not"
+                what = gettext("the tolerance") if name == "tolerance" else self.metric
+                errors[name] = gettext("%(field)s: %(what)s is %(rule)s; %(value)s is not") % {
+                    "field": name, "what": what, "rule": gettext(field_rule.text),
+                    "value": f"{value:g}"}
         if self.operator == "between" and not errors and self.threshold > self.threshold_high:
-            errors["threshold"] = (f"threshold: the low threshold is above the high one "
-                                   f"({self.threshold:g} > {self.threshold_high:g})")
+            errors["threshold"] = gettext(
+                "threshold: the low threshold is above the high one (%(low)s > %(high)s)") % {
+                    "low": f"{self.threshold:g}", "high": f"{self.threshold_high:g}"}
         if self.operator == "within" and "reference_value" not in errors \
                 and self.reference_value == 0:
-            errors["reference_value"] = "reference_value: the reference value must not be 0"
+            errors["reference_value"] = gettext(
+                "reference_value: the reference value must not be 0")
         if errors:
             raise ValidationError(errors)
 
