@@ -12,6 +12,7 @@ from datetime import date
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from acceptance.models import Engagement
 from gates.models import Decision, Gate
@@ -45,13 +46,21 @@ def _run_path(gate_run: GateRun) -> str:
     return reverse("run-detail", args=[gate_run.id])
 
 
+# The outcome's word in the mail's language; the webhook's data keeps the code.
+OUTCOME_WORDS = {"passed": gettext_noop("passed"), "stopped": gettext_noop("stopped"),
+                 "review": gettext_noop("review")}
+
+
 def gate_decided(*, decision_id: int) -> Message:
     decision = Decision.objects.select_related("gate__engagement", "gate_run").get(
         id=decision_id)
     gate, engagement = decision.gate, decision.gate.engagement
     return Message(
         engagement, "gate_decided",
-        f"[{engagement.name}] {gate.code} {decision.outcome}: {gate.name}", decision.sentence,
+        gettext("[%(engagement)s] %(gate)s %(outcome)s: %(name)s") % {
+            "engagement": engagement.name, "gate": gate.code,
+            "outcome": gettext(OUTCOME_WORDS.get(decision.outcome, decision.outcome)),
+            "name": gate.name}, decision.sentence,
         _run_path(decision.gate_run),
         {"gate": gate.code, "outcome": decision.outcome, "sentence": decision.sentence,
          "decision": decision.id, "gate_run": decision.gate_run_id,
@@ -75,24 +84,30 @@ def report_issued(*, report_id: int) -> Message:
     engagement = report.engagement
     return Message(
         engagement, "report_issued",
-        f"[{engagement.name}] {report.series_title} version {report.version} issued",
-        f"{report.series_title}, version {report.version}: {report.reason} "
-        f"(sha256 {report.sha256}).",
+        gettext("[%(engagement)s] %(title)s version %(version)s issued") % {
+            "engagement": engagement.name, "title": report.series_title,
+            "version": report.version},
+        gettext("%(title)s, version %(version)s: %(reason)s (sha256 %(sha256)s).") % {
+            "title": report.series_title, "version": report.version, "reason": report.reason,
+            "sha256": report.sha256},
         reverse("engagement-reports", args=[engagement.name]), _report_data(report))
 
 
-PARTY_WORDS = {"vendor": "the vendor's project manager",
-               "customer": "the customer's representative"}
+PARTY_WORDS = {"vendor": gettext_noop("the vendor's project manager"),
+               "customer": gettext_noop("the customer's representative")}
 
 
 def signoff_waiting(*, report_id: int, parties: list[str]) -> Message:
     report = _report(report_id)
     engagement = report.engagement
-    who = " and ".join(PARTY_WORDS[p] for p in parties)
+    who = gettext(" and ").join(gettext(PARTY_WORDS[p]) for p in parties)
     return Message(
         engagement, "signoff_waiting",
-        f"[{engagement.name}] {report.series_title} v{report.version} awaits sign-off",
-        f"{report.series_title}, version {report.version}, awaits the sign-off of {who}.",
+        gettext("[%(engagement)s] %(title)s v%(version)s awaits sign-off") % {
+            "engagement": engagement.name, "title": report.series_title,
+            "version": report.version},
+        gettext("%(title)s, version %(version)s, awaits the sign-off of %(who)s.") % {
+            "title": report.series_title, "version": report.version, "who": who},
         reverse("engagement-reports", args=[engagement.name]),
         {**_report_data(report), "waiting_for": list(parties)}, parties=list(parties))
 
@@ -102,7 +117,8 @@ def run_failed(*, gate_run_id: int) -> Message:
     engagement = run.gate.engagement
     return Message(
         engagement, "run_failed",
-        f"[{engagement.name}] {run.gate.code} run #{run.attempt} failed (no decision)",
+        gettext("[%(engagement)s] %(gate)s run #%(attempt)s failed (no decision)") % {
+            "engagement": engagement.name, "gate": run.gate.code, "attempt": run.attempt},
         _clip(run.error), _run_path(run),
         {"gate": run.gate.code, "gate_run": run.id, "attempt": run.attempt,
          "error": _clip(run.error)})
@@ -115,7 +131,9 @@ def run_lost(*, node_job_id: int) -> Message:
     engagement = run.gate.engagement
     return Message(
         engagement, "run_lost",
-        f"[{engagement.name}] {run.gate.code} run #{run.attempt}: node {job.node.name} lost",
+        gettext("[%(engagement)s] %(gate)s run #%(attempt)s: node %(node)s lost") % {
+            "engagement": engagement.name, "gate": run.gate.code, "attempt": run.attempt,
+            "node": job.node.name},
         _clip(job.error), _run_path(run),
         {"gate": run.gate.code, "gate_run": run.id, "attempt": run.attempt,
          "node": job.node.name, "error": _clip(job.error)})
@@ -127,9 +145,13 @@ def run_queued_too_long(*, gate_run_id: int, waited_s: float) -> Message:
     minutes = int(waited_s // 60)
     return Message(
         engagement, "run_queued_too_long",
-        f"[{engagement.name}] {run.gate.code} run #{run.attempt} queued for {minutes} min",
-        f"{run.gate.code} run #{run.attempt} has node jobs no worker has picked up for "
-        f"{minutes} minutes: is a worker running?", _run_path(run),
+        gettext("[%(engagement)s] %(gate)s run #%(attempt)s queued for %(minutes)s min") % {
+            "engagement": engagement.name, "gate": run.gate.code, "attempt": run.attempt,
+            "minutes": minutes},
+        gettext("%(gate)s run #%(attempt)s has node jobs no worker has picked up for "
+                "%(minutes)s minutes: is a worker running?") % {
+            "gate": run.gate.code, "attempt": run.attempt, "minutes": minutes},
+        _run_path(run),
         {"gate": run.gate.code, "gate_run": run.id, "attempt": run.attempt,
          "queued_s": round(waited_s)})
 
@@ -141,7 +163,8 @@ def soak_fault_window_failed(*, fault_window_id: int) -> Message:
     engagement = run.gate.engagement
     return Message(
         engagement, "soak_fault_window_failed",
-        f"[{engagement.name}] {run.gate.code} soak: fault window {fault.name} failed",
+        gettext("[%(engagement)s] %(gate)s soak: fault window %(fault)s failed") % {
+            "engagement": engagement.name, "gate": run.gate.code, "fault": fault.name},
         _clip(f"{fault.name} ({fault.kind} on {fault.node.name}): {fault.error}"),
         reverse("soak-detail", args=[fault.soak_id]),
         {"gate": run.gate.code, "gate_run": run.id, "soak": fault.soak_id,
@@ -169,11 +192,15 @@ def gate_due_soon(*, gate_id: int, due: str) -> Message:
     gate = _gate(gate_id)
     engagement = gate.engagement
     days = (date.fromisoformat(due) - timezone.localdate()).days
-    when = "today" if days == 0 else f"in {days} day{'s' if days != 1 else ''}"
+    when = gettext("today") if days == 0 else ngettext(
+        "in %(days)s day", "in %(days)s days", days) % {"days": days}
     return Message(
         engagement, "gate_due_soon",
-        f"[{engagement.name}] {gate.code} {gate.name} due {when} ({due})",
-        f"{gate.code} {gate.name} is due on {due} and is {gate.state}.",
+        gettext("[%(engagement)s] %(gate)s %(name)s due %(when)s (%(due)s)") % {
+            "engagement": engagement.name, "gate": gate.code, "name": gate.name,
+            "when": when, "due": due},
+        gettext("%(gate)s %(name)s is due on %(due)s and is %(state)s.") % {
+            "gate": gate.code, "name": gate.name, "due": due, "state": gate.state},
         reverse("engagement-detail", args=[engagement.name]),
         {"gate": gate.code, "due": due, "state": gate.state, "days_left": days})
 
@@ -183,8 +210,10 @@ def gate_overdue(*, gate_id: int, due: str) -> Message:
     engagement = gate.engagement
     return Message(
         engagement, "gate_overdue",
-        f"[{engagement.name}] {gate.code} {gate.name} overdue (due {due})",
-        f"{gate.code} {gate.name} was due on {due} and is still {gate.state}.",
+        gettext("[%(engagement)s] %(gate)s %(name)s overdue (due %(due)s)") % {
+            "engagement": engagement.name, "gate": gate.code, "name": gate.name, "due": due},
+        gettext("%(gate)s %(name)s was due on %(due)s and is still %(state)s.") % {
+            "gate": gate.code, "name": gate.name, "due": due, "state": gate.state},
         reverse("engagement-detail", args=[engagement.name]),
         {"gate": gate.code, "due": due, "state": gate.state})
 

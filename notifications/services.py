@@ -22,7 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F, Q
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from acceptance.crypto import CredentialDecryptError
 from acceptance.models import AuditEntry, Engagement, Membership
@@ -98,14 +98,17 @@ def notice_send(*, kind: str, **ids) -> list[int]:
     """Build the notice of ``kind`` from ``ids`` and make its deliveries (e-mail to each
     recipient, the webhook when it takes this kind); each is sent after commit. Returns the
     deliveries' ids."""
-    message = BUILDERS[kind](**ids)
+    with translation.override("en"):  # the webhook's words stay English for its readers
+        message = BUILDERS[kind](**ids)
     engagement = message.engagement
+    with translation.override(engagement.report_language):  # the mail, in the report's
+        mail = BUILDERS[kind](**ids)
     made = []
-    email_body = f"{message.text}\n\n{message.url}\n"
+    email_body = f"{mail.text}\n\n{mail.url}\n"
     for address in email_recipients(message):
         made.append(Delivery.objects.create(
             engagement=engagement, event=kind, channel=Delivery.Channel.EMAIL,
-            recipient=address, subject=message.subject, body=email_body))
+            recipient=address, subject=mail.subject, body=email_body))
     hook = Webhook.objects.filter(engagement=engagement, active=True).first()
     if hook is not None and kind in hook.kinds:
         delivery = Delivery(engagement=engagement, event=kind, channel=Delivery.Channel.WEBHOOK,

@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role, role_of
@@ -58,7 +59,7 @@ def notification_settings(request, name: str):
         if not form.is_valid():
             return _settings_page(request, engagement, subscriptions=form, status=400)
         services.subscriptions_save(engagement=engagement, chosen=form.chosen())
-        messages.success(request, "Who gets what was saved.")
+        messages.success(request, gettext("Who gets what was saved."))
     elif request.POST.get("form") == "webhook":
         form = WebhookForm(request.POST)
         if not form.is_valid():
@@ -72,13 +73,13 @@ def notification_settings(request, name: str):
             field, _, text = str(error).partition(": ")
             form.add_error(field if field in form.fields else None, text or str(error))
             return _settings_page(request, engagement, webhook_form=form, status=400)
-        messages.success(request, "The webhook was saved; its secret is not shown again.")
+        messages.success(request, gettext("The webhook was saved; its secret is not shown again."))
     elif request.POST.get("form") == "webhook_remove":
         services.webhook_remove(engagement=engagement, actor=request.user.get_username())
-        messages.success(request, "The webhook was removed.")
+        messages.success(request, gettext("The webhook was removed."))
     else:
-        return HttpResponse("form: say which settings to save (subscriptions, webhook or "
-                            "webhook_remove)",
+        return HttpResponse(gettext("form: say which settings to save (subscriptions, "
+                                    "webhook or webhook_remove)"),
                             status=400, content_type="text/plain")
     return redirect("notification-settings", name=engagement.name)
 
@@ -132,10 +133,11 @@ def calendar_manage(request):
     action = request.POST.get("action")
     if action == "revoke":
         services.calendar_feed_revoke(user=request.user)
-        messages.success(request, "Your calendar URL was revoked; it now answers 404.")
+        messages.success(request, gettext("Your calendar URL was revoked; it now answers 404."))
         return redirect("my-notifications")
     if action != "renew":
-        return HttpResponse("action: renew or revoke", status=400, content_type="text/plain")
+        return HttpResponse(gettext("action: renew or revoke"), status=400,
+                            content_type="text/plain")
     token = services.calendar_feed_renew(user=request.user)
     rows = [{"engagement": e, "url": request.build_absolute_uri(
         reverse("calendar-feed-engagement", args=[token, e.name]))}
