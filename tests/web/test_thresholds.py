@@ -10,6 +10,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.forms.models import model_to_dict
 from django.test import Client
 from django.urls import reverse
@@ -223,3 +224,12 @@ def test_texts_of_every_unit_read_as_people_read_them(engagement_a):
     assert texts["soak-duration"] == "Continuous load held for 72 h"
     assert texts["no-interruption"] == "No gap between successful completions longer than 60 s"
     assert texts["throughput"] == "Output throughput at most 10 % below the pre-fault baseline"
+
+
+def test_a_refusal_reads_in_chinese_with_the_field_and_value_kept(engagement_a):
+    row = criterion(engagement_a, "G1", "drive-count")
+    row.threshold = 0
+    with translation.override("zh-hans"), pytest.raises(ValidationError) as refused:
+        row.clean()
+    assert refused.value.message_dict["threshold"] == [
+        "threshold：drive_count 应为 硬盘数量：不小于 1 的整数；0 不符合"]
