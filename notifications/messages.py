@@ -165,7 +165,9 @@ def soak_fault_window_failed(*, fault_window_id: int) -> Message:
         engagement, "soak_fault_window_failed",
         gettext("[%(engagement)s] %(gate)s soak: fault window %(fault)s failed") % {
             "engagement": engagement.name, "gate": run.gate.code, "fault": fault.name},
-        _clip(f"{fault.name} ({fault.kind} on {fault.node.name}): {fault.error}"),
+        _clip(gettext("%(fault)s (%(kind)s on %(node)s): %(error)s") % {
+            "fault": fault.name, "kind": fault.kind, "node": fault.node.name,
+            "error": fault.error}),
         reverse("soak-detail", args=[fault.soak_id]),
         {"gate": run.gate.code, "gate_run": run.id, "soak": fault.soak_id,
          "fault": fault.name, "fault_kind": fault.kind, "node": fault.node.name,
@@ -178,7 +180,9 @@ def soak_interrupted(*, soak_id: int) -> Message:
     engagement = run.gate.engagement
     return Message(
         engagement, "soak_interrupted",
-        f"[{engagement.name}] {run.gate.code} soak {soak.state}", _clip(soak.error),
+        gettext("[%(engagement)s] %(gate)s soak %(state)s") % {
+            "engagement": engagement.name, "gate": run.gate.code, "state": soak.state},
+        _clip(soak.error),
         reverse("soak-detail", args=[soak.id]),
         {"gate": run.gate.code, "gate_run": run.id, "soak": soak.id, "state": soak.state,
          "error": _clip(soak.error)})
