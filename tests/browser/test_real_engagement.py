@@ -60,12 +60,22 @@ def worker():
     broker = app.conf.broker_url
     app.conf.task_always_eager = False
     app.conf.broker_url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/10")
+    forget_broker_connections()
     try:
         with start_worker(app, pool="solo", perform_ping_check=False,
                           shutdown_timeout=10, loglevel="WARNING"):
             yield
     finally:
         app.conf.task_always_eager, app.conf.broker_url = True, broker
+        forget_broker_connections()
+
+
+def forget_broker_connections() -> None:
+    """Celery keeps the connection and producer pools of the broker it first published to: an
+    earlier test in this process would leave the run's tasks going to the old broker, where
+    this worker never sees them. Drop both, so the next publish uses ``broker_url`` as set."""
+    app._pool = None
+    app.amqp._producer_pool = None
 
 
 def shot(page, name: str) -> None:
