@@ -82,7 +82,8 @@ def decode_text(tool: str, raw: bytes) -> str:
     return text
 
 
-def decode_json(tool: str, text: str, opener: str = "{") -> tuple[object, str, int, int]:
+def decode_json(tool: str, text: str, opener: str = "{", *, at: int | None = None,
+                repeated_ok: bool = False) -> tuple[object, str, int, int]:
     """The first JSON document starting with ``opener`` in ``text``, as ``(document, text, start,
     end)``: in the returned ``text``, ``text[:start]`` is what the tool printed before the
     document and ``text[end:]`` what it printed after.
@@ -94,8 +95,14 @@ def decode_json(tool: str, text: str, opener: str = "{") -> tuple[object, str, i
     Bare ``nan``/``-nan``/``inf`` tokens read as null (:func:`null_bare_nonfinite`); the returned
     ``text`` is then the rewritten one (same lines). No document, or a truncated one, raises
     ParseError with the line where reading stopped.
+
+    ``at``: where the document starts, when the caller located it itself (fio: the first line
+    that is exactly ``{``, so a ``{`` inside a preamble line is not taken for the document).
+    ``repeated_ok``: a following document *identical* to the first (decoded equal) is the same
+    result printed twice (iperf 3.16/3.17, esnet/iperf#1716) and is accepted as one; a
+    different one is still refused.
     """
-    start = text.find(opener)
+    start = text.find(opener) if at is None else at
     if start < 0:
         first = text.strip().splitlines()[0] if text.strip() else ""
         raise ParseError(tool, 1, f"a JSON document starting with {opener!r}", first)
@@ -103,15 +110,24 @@ def decode_json(tool: str, text: str, opener: str = "{") -> tuple[object, str, i
         document, end = _raw_decode(tool, text, start)
     except _BareNonFinite:
         # Only now pay for the rewrite: the decoder stopped exactly at such a token.
-        text = null_bare_nonfinite(text)
-        start = text.find(opener)
+        text = null_bare_nonfinite(text)  # same lines; ``at`` points at the same line start
+        start = text.find(opener) if at is None else _line_start(text, text.count("\n", 0, at))
         try:
             document, end = _raw_decode(tool, text, start)
         except _BareNonFinite as error:
             raise ParseError(tool, error.line, "complete JSON (a bare non-finite number)") \
                 from None
-    glued = _GLUED[opener].match(text, end)
-    following = glued if glued is not None else _NEXT_LINE[opener].search(text, end)
+    following = _following(text, end, opener)
+    while following is not None and repeated_ok:
+        again_at = following.end() - 1
+        try:
+            again, again_end = _raw_decode(tool, text, again_at)
+        except (ParseError, _BareNonFinite):
+            break
+        if again != document:
+            break
+        end = again_end
+        following = _following(text, end, opener)
     if following is not None:
         line = text.count("\n", 0, following.end() - 1) + 1
         raise ParseError(tool, line, "one JSON document per capture",
@@ -119,14 +135,31 @@ def decode_json(tool: str, text: str, opener: str = "{") -> tuple[object, str, i
     return document, text, start, end
 
 
-def extract_json(tool: str, text: str, opener: str = "{") -> tuple[object, str]:
+def _following(text: str, end: int, opener: str) -> re.Match[str] | None:
+    """A further document after ``end``: glued to it, or first on a later line."""
+    glued = _GLUED[opener].match(text, end)
+    return glued if glued is not None else _NEXT_LINE[opener].search(text, end)
+
+
+def _line_start(text: str, line_index: int) -> int:
+    """Offset of the first non-blank character of 0-based line ``line_index``."""
+    position = 0
+    for _ in range(line_index):
+        position = text.index("\n", position) + 1
+    while text[position] in " \t":
+        position += 1
+    return position
+
+
+def extract_json(tool: str, text: str, opener: str = "{", *,
+                 repeated_ok: bool = False) -> tuple[object, str]:
     """Find the first JSON document starting with ``opener`` and decode it.
 
     Returns ``(document, prefix)`` where ``prefix`` is the text printed before the document (tools
     such as fio print warnings there, RUNBOOK §0). Raises ParseError with the line number when no
     document starts, the document is truncated, or a second document follows (:func:`decode_json`).
     """
-    document, text, start, _end = decode_json(tool, text, opener)
+    document, text, start, _end = decode_json(tool, text, opener, repeated_ok=repeated_ok)
     return document, text[:start]
 
 
@@ -206,6 +239,14 @@ def finite(tool: str, metric: str, value: float, text: str = "", key: str = "") 
         return value
     line = line_of(text, f'"{key}"') if key else 0
     raise ParseError(tool, line, f"a finite value for {metric}", repr(value))
+
+
+def impossible(tool: str, key: str, value: float, rule: str, text: str = "") -> ParseError:
+    """The ParseError for a figure that cannot be true (a negative bandwidth, a loss over 100 %,
+    a TTFT of 0 with completed requests): such a figure is never stored as a measurement; the
+    message names the field, its value and the rule it breaks."""
+    return ParseError(tool, line_of(text, f'"{key}"') if text else 0,
+                      f"a possible {key} ({rule})", f"{key} = {value:g}")
 
 
 def line_of(text: str, needle: str) -> int:

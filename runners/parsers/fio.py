@@ -21,8 +21,30 @@ Emits, with the canonical units of METRICS.md:
   percentile (so a latency gate errs towards failing).
 * ``job_errors`` (1): number of job entries whose ``error`` is non-zero. A failed run is still
   interpreted (fio prints zeros and the error code, e.g. 22 = EINVAL); the gate fails on this.
+  It is at least the number of distinct ``fio: pid=N, err=E/...`` lines with E ≠ 0 printed
+  before or after the document (axboe/fio#731, fio-3.12: one such line per failing job while
+  the job's ``"error"`` is 0): such a line means the run failed, even when the JSON is clean.
+  The benign preamble lines (``exceeds 32-bit tausworthe random generator`` / ``Switching to
+  tausworthe64``, redhat-cip/hardware#201; Windows ``CPU mask`` lines, ezfio#38) count nothing.
 * ``run_interrupted`` (1, vocabulary extension): 1 when fio printed ``fio: terminating on
   signal N`` (Ctrl-C, timeout kill), whose JSON otherwise looks clean with ``error`` 0.
+* ``steadystate_not_attained`` (1, vocabulary extension): emitted only when some job entry has
+  a ``steadystate`` block (``ss=`` set): the number of such entries whose ``attained`` is not 1
+  (axboe/fio#1134; every job, also in group reporting, must have attained it). The block's
+  ``data.bw*`` are B/s, unlike the job's KiB/s ``bw``; they are not read as bandwidth.
+
+Rules from the public bug reports (BUGS.md):
+
+* #1 (axboe/fio#731, #1685): the stream is preamble + one JSON object + optional trailer; the
+  document starts at the first line that is exactly ``{`` (a ``{`` inside a preamble line is
+  not taken), else at the first ``{``. Zero bytes or no ``{`` is a failure, never "0 IOPS".
+* #2 (axboe/fio#511): duplicate keys read last-wins; ``"0.00"`` padding slots are never matched;
+  percentile keys are matched as numbers; values are in the parent key's unit.
+* #3 (axboe/fio#378, #422, PR #487): bandwidth is ``bw_bytes`` or ``bw`` × 1024 (``kb_base``
+  ignored); ``*_ns`` in ns, 2.x ``clat`` in µs.
+* #5 (axboe/fio#448): ``iops``/``bw_bytes`` are the run figures; ``iops_min/_max/_mean`` and
+  ``bw_min/_mean/_agg`` (per-log-sample statistics, ``bw_agg`` a percent) are never read.
+* An impossible figure (a negative bandwidth, IOPS or latency) raises ParseError naming it.
 
 Labels: ``{"job": <jobname>}`` when every entry has the same name (one job, a
 ``group_reporting`` group, or ``numjobs`` copies of one job), else ``{"job": "all"}``.
@@ -56,11 +78,13 @@ from runners.parsers.base import (
     decode_json,
     decode_text,
     finite,
+    impossible,
     line_of,
 )
 
 TOOL = "fio"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: err=N preamble lines, steadystate, impossible figures, line-start '{'
+
 
 # Percentiles read per direction: (percent, metric name).
 _CLAT_METRICS = {
@@ -71,13 +95,18 @@ _CLAT_METRICS = {
 # blank lines re-read the whole run (same matches: a hit after blank lines is a hit on its line).
 _INTERRUPTED = re.compile(r"^[^\S\n]*fio: terminating on signal", re.MULTILINE)
 _ERROR_LINE = re.compile(r"^(fio|verify):|err=|error", re.IGNORECASE)
+# fio's td_verror() line (backend/ioengines, fio-3.12 … 3.x): "fio: pid=4896, err=5/file:…".
+_JOB_ERROR_LINE = re.compile(r"\bpid=(\d+),\s*err=\s*(-?\d+)")
+_DOCUMENT_LINE = re.compile(r"^[ \t]*\{[ \t]*\r?$", re.MULTILINE)
 
 
 def parse(raw: bytes) -> list[MeasurementData]:
     text = decode_text(TOOL, raw)
     if "{" not in text:
         raise _no_json(text)
-    document, text, start, end = decode_json(TOOL, text)
+    first_line = _DOCUMENT_LINE.search(text)
+    at = first_line.start() + first_line.group(0).index("{") if first_line else None
+    document, text, start, end = decode_json(TOOL, text, at=at)
     jobs = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs, list) or not jobs or not all(isinstance(j, dict) for j in jobs):
         raise ParseError(TOOL, line_of(text, '"jobs"') or 1, "a non-empty 'jobs' list of objects")
@@ -89,6 +118,8 @@ def parse(raw: bytes) -> list[MeasurementData]:
 
     def add(metric: str, value: float, unit: str, key: str) -> None:
         value = finite(TOOL, metric, value, text, key)
+        if value < 0:
+            raise impossible(TOOL, key, value, f"{metric} cannot be negative", text)
         measurements.append(MeasurementData(metric, value, unit, dict(labels)))
 
     for direction in ("read", "write"):
@@ -109,11 +140,22 @@ def parse(raw: bytes) -> list[MeasurementData]:
         raise ParseError(TOOL, line_of(text, '"jobname"'), "a 'read' or 'write' section per job")
 
     failed = sum(1 for job in jobs if (as_number(TOOL, "error", job.get("error", 0), text) or 0))
-    # fio prints "terminating on signal" on stderr, around (never inside) the JSON document.
-    interrupted = any(_INTERRUPTED.search(part) for part in (text[:start], text[end:]))
+    # fio prints "terminating on signal" and td_verror's "pid=N, err=E" lines on the same
+    # destination as the JSON, around (never inside) the document.
+    outside = (text[:start], text[end:])
+    failing_pids = {match.group(1) for part in outside for match in _JOB_ERROR_LINE.finditer(part)
+                    if int(match.group(2)) != 0}
+    failed = max(failed, len(failing_pids))
+    interrupted = any(_INTERRUPTED.search(part) for part in outside)
     measurements.append(MeasurementData("job_errors", float(failed), "1", dict(labels)))
     measurements.append(MeasurementData("run_interrupted", 1.0 if interrupted else 0.0, "1",
                                         dict(labels)))
+    steady = [job["steadystate"] for job in jobs if isinstance(job.get("steadystate"), dict)]
+    if steady:
+        missed = sum(1 for block in steady
+                     if as_number(TOOL, "attained", block.get("attained"), text) != 1)
+        measurements.append(MeasurementData("steadystate_not_attained", float(missed), "1",
+                                            dict(labels)))
     return measurements
 
 

@@ -28,6 +28,22 @@ indentation, and bare ``-nan``/``nan``/``inf`` tokens that iperf 3.0.x prints fo
 without packets (esnet/iperf#364) — they read as null (base.null_bare_nonfinite), so such a
 document still parses; a total that is NaN is refused as not a number.
 
+Rules from the public bug reports (BUGS.md):
+
+* #11 (esnet/iperf#364, #370, #613, #826, #1489) UDP: the receiver's figures are
+  ``end.sum_received`` (iperf ≥ 3.10) or ``end.sum``. When it counted no datagram
+  (``packets`` 0 or absent, ``lost_percent`` NaN/null, a ``jitter_ms`` like 6.1e8 next to
+  ``packets`` 0) the parse fails with "no datagrams received" — never a sent rate alone, never a
+  received figure made up. A ``lost_percent`` outside 0…100 (iperf 3.9/3.12 accounting under
+  overload, #1489: 179.6 %), ``lost_packets`` above ``packets``, and any negative bandwidth are
+  impossible figures: ParseError naming the field and its value (base.impossible).
+* #12 (esnet/iperf#1716, #1223, #1776, #1491): the same document printed twice is one result
+  (base.decode_json ``repeated_ok``); two different documents are refused; ``warning:`` lines
+  before the JSON and ``^C`` are skipped; a truncated document is a failed run.
+* #13 (esnet/iperf#167, #545, #1413): success needs no ``error`` key, a non-empty ``intervals``
+  list, and ``end.sum_received`` (TCP) or ``end.sum``/``sum_received`` (UDP); bits are SI
+  (÷ 8 → B/s).
+
 Sources: corpus ``iperf3/`` samples (SOURCES.md), esnet/iperf ``src/iperf_api.c``
 (``iperf_print_results``: ``sum_sent``/``sum_received``, ``sum`` for UDP).
 """
@@ -43,11 +59,12 @@ from runners.parsers.base import (
     decode_text,
     extract_json,
     finite,
+    impossible,
     line_of,
 )
 
 TOOL = "iperf3"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: UDP without datagrams / loss > 100 % refused, repeats, no intervals
 
 BITS_PER_BYTE = 8.0
 
@@ -59,7 +76,7 @@ def parse(raw: bytes) -> list[MeasurementData]:
         number, first = next(((n, line.strip()) for n, line in enumerate(lines, start=1)
                               if line.strip()), (1, ""))
         raise ParseError(TOOL, number, "iperf3 JSON output (iperf3 -J)", first)
-    document, _prefix = extract_json(TOOL, text)
+    document, _prefix = extract_json(TOOL, text, repeated_ok=True)
     if not isinstance(document, dict):
         raise ParseError(TOOL, 1, "a JSON object from iperf3 -J")
 
@@ -79,20 +96,32 @@ def parse(raw: bytes) -> list[MeasurementData]:
                          "end totals ('sum_sent'/'sum_received', or 'sum' for UDP)",
                          "no end totals (the test never ran)")
 
+    intervals = document.get("intervals")  # iperf3 -J always prints the list
+    if intervals is not None and (not isinstance(intervals, list) or not intervals):
+        raise ParseError(TOOL, line_of(text, '"intervals"') or 1,
+                         "a non-empty 'intervals' list (a test that ran)",
+                         "no intervals" if isinstance(intervals, list) else repr(intervals)[:80])
+
     labels = _labels(document, end, udp_sum)
     measurements: list[MeasurementData] = []
 
     def add(metric: str, value: float, unit: str, key: str) -> None:
         value = finite(TOOL, metric, value, text, key)
+        if value < 0:
+            raise impossible(TOOL, key, value * BITS_PER_BYTE if unit == "B/s" else value,
+                             f"{metric} cannot be negative", text)
         measurements.append(MeasurementData(metric, value, unit, dict(labels)))
+
+    if labels["protocol"] == "udp":
+        lost_share = _udp_received(received if received is not None else udp_sum, text)
+    elif received is None:
+        raise ParseError(TOOL, line_of(text, '"end"'), "end.sum_received (the receiver's total)",
+                         "only the sender's total")
 
     if sent is None and received is None and udp_sum is not None:  # UDP before sum_sent existed
         bandwidth = _bits_per_second(udp_sum, "sum", text) / BITS_PER_BYTE
         add("sent_bandwidth", bandwidth, "B/s", "bits_per_second")
-        packets = as_number(TOOL, "packets", udp_sum.get("packets"), text)
-        lost = as_number(TOOL, "lost_packets", udp_sum.get("lost_packets"), text)
-        if packets and lost is not None:
-            add("received_bandwidth", bandwidth * (1.0 - lost / packets), "B/s", "lost_packets")
+        add("received_bandwidth", bandwidth * (1.0 - lost_share), "B/s", "lost_packets")
         return measurements
 
     if sent is not None:
@@ -107,6 +136,33 @@ def parse(raw: bytes) -> list[MeasurementData]:
         if retransmits is not None:
             add("retransmits", retransmits, "1", "retransmits")
     return measurements
+
+
+def _udp_received(section: dict[str, Any] | None, text: str) -> float:
+    """The share of datagrams lost, from the receiver's UDP total (``sum_received`` or ``sum``);
+    ParseError when no datagram arrived or the loss is impossible (BUGS.md #11)."""
+    if section is None:
+        raise ParseError(TOOL, line_of(text, '"end"'), "the receiver's UDP total in 'end'",
+                         "no datagrams received (no receiver total)")
+    packets = as_number(TOOL, "packets", section.get("packets"), text)
+    lost = as_number(TOOL, "lost_packets", section.get("lost_packets"), text)
+    percent = as_number(TOOL, "lost_percent", section.get("lost_percent"), text)
+    if percent is not None and not 0.0 <= percent <= 100.0:
+        raise impossible(TOOL, "lost_percent", percent, "a loss between 0 and 100 %", text)
+    if packets is not None and packets < 0:
+        raise impossible(TOOL, "packets", packets, "a count cannot be negative", text)
+    if lost is not None and lost < 0:
+        raise impossible(TOOL, "lost_packets", lost, "a count cannot be negative", text)
+    if not packets:
+        where = line_of(text, '"packets"') or line_of(text, '"end"')
+        found = ("no datagrams received (packets = 0)" if packets is not None
+                 else "no datagrams received (no 'packets')")
+        raise ParseError(TOOL, where, "datagrams at the receiver (UDP 'packets' > 0)", found)
+    if lost is not None and lost > packets:
+        raise impossible(TOOL, "lost_packets", lost, f"at most packets = {packets:g}", text)
+    if lost is None:
+        return (percent or 0.0) / 100.0
+    return lost / packets
 
 
 def _section(end: dict[str, Any], key: str, text: str) -> dict[str, Any] | None:

@@ -26,7 +26,16 @@ Emits (METRICS.md, all unit ``1``):
   multipath the ``N`` of a flat ``DevicePath`` is the subsystem instance, which matches the
   controller for single-port PCIe drives but not always otherwise.
 
-``{"Devices": []}`` (no NVMe device) gives drive_count 0 and namespace_count 0, not an error.
+No NVMe device (BUGS.md #7, linux-nvme/nvme-cli#173): nvme-cli 1.2 printed *nothing*, the fix
+(1.3) prints an empty object — ``{`` newline newline ``}`` — and later versions
+``{"Devices": []}``. All three give drive_count 0 and namespace_count 0 — a valid document
+meaning zero drives (a G1 FAIL when drives were expected), not a tool error. An object with
+keys but no ``Devices`` list, or text that is not JSON (``-o json`` printing the text report,
+nvme-cli#1994), is refused.
+
+Shapes (BUGS.md #6, nvme-cli#2749, netdata PR #19505): detected per entry, never assumed — a
+``Subsystems`` list means the 2.11+ tree (``NameSpace`` a string, the integer in ``NSID``, no
+``DevicePath``), else the flat 1.x entry.
 """
 
 from __future__ import annotations
@@ -37,15 +46,22 @@ from typing import Any
 from runners.parsers.base import MeasurementData, ParseError, decode_text, extract_json, line_of
 
 TOOL = "nvme_list"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: empty output and {} are zero drives (nvme-cli#173)
 
 _DEVICE_PATH = re.compile(r"^/dev/(nvme\d+)(?:c\d+)?n\d+")
 _CONTROLLER = re.compile(r"^(?:/dev/)?(nvme\d+)$")
 
 
 def parse(raw: bytes) -> list[MeasurementData]:
-    text = decode_text(TOOL, raw)
+    try:
+        text = decode_text(TOOL, raw)
+    except ParseError as error:
+        if error.line == 0:  # a blank capture: nvme-cli 1.2 without NVMe printed nothing (#173)
+            return _counted(set(), {})
+        raise
     document, _prefix = extract_json(TOOL, text)
+    if document == {}:  # nvme-cli 1.3+: "{" "" "}" for no device (nvme-cli#173)
+        document = {"Devices": []}
     devices = document.get("Devices") if isinstance(document, dict) else None
     if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
         raise ParseError(TOOL, line_of(text, '"Devices"') or 1, "a 'Devices' list of objects")
@@ -58,6 +74,11 @@ def parse(raw: bytes) -> list[MeasurementData]:
         else:
             _read_flat(device, drives, namespaces)
 
+    return _counted(namespaces, drives)
+
+
+def _counted(namespaces: set[tuple[str, str]],
+             drives: dict[str, dict[str, str]]) -> list[MeasurementData]:
     measurements = [
         MeasurementData("drive_count", float(len(drives)), "1", {}),
         MeasurementData("namespace_count", float(len(namespaces)), "1", {}),

@@ -37,6 +37,25 @@ labels ``{"device": device.name, "serial": serial_number}`` (``serial`` only whe
   ``json_format_version`` printed) yields ``exit_status`` alone, so the gate sees no health data
   (insufficient) rather than a pass.
 
+Exit-status rules (BUGS.md #9: prometheus-community/smartctl_exporter#265, #152;
+matusnovak/prometheus-smartctl#56; netdata PR #21858):
+
+* bit 0 (command line) or bit 1 (device open / IDENTIFY failed, e.g. under ``-T
+  verypermissive``, or standby with ``-n``) make the data absent or unreliable: **no health
+  figure** is emitted — not ``smart_passed`` even when ``smart_status.passed`` is true, nor
+  ``critical_warning``, ``media_errors``, ``temperature`` or self-test figures — only
+  ``exit_status``, so the gate reads "could not assess", never PASS.
+* bit 3 (DISK FAILING) or bit 4 (prefail attribute ≤ threshold now) give ``smart_passed`` 0
+  whatever ``smart_status`` says. Bit 7 (self-test log has errors, also older failures) stays
+  in ``exit_status``; ``self_test_failures`` keeps its METRICS.md meaning (the newest entry).
+* bits 2, 5 and 6 are warnings: the data is read as usual.
+* Exit 0 with NVMe ``media_errors`` > 0 or ``critical_warning`` ≠ 0 still reports those
+  figures (smartctl-7.0 scrutiny sample): the gate fails on them, not on ``passed``.
+
+Schema drift (BUGS.md #10: smartmontools#583, scrutiny PR #1010): ``extended`` or
+``standard`` ATA self-test logs, numbered ``scsi_self_test_N`` keys, an NVMe log without
+``table`` (no test run: no figure, not an error); identity keys are not read.
+
 Refused with ParseError: empty output, no JSON, truncated JSON, several JSON documents, the
 device list of ``smartctl --scan -j`` (not a device report), a document without
 ``smartctl.exit_status`` (every smartctl JSON has it; the trimmed ``-i`` samples of scrutiny do
@@ -62,7 +81,7 @@ from runners.parsers.base import (
 )
 
 TOOL = "smartctl"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"  # 2: exit bits 0/1 → no health figure; bits 3/4 → not passed
 
 # smartctl.8, EXIT STATUS: bit i of the exit status → name.
 EXIT_STATUS_BITS = (
@@ -75,6 +94,9 @@ EXIT_STATUS_BITS = (
     "error_log_has_errors",  # 6: the device error log has entries
     "self_test_log_has_errors",  # 7: the self-test log has (not outdated) failures
 )
+
+UNUSABLE_BITS = 0b11  # bits 0-1: command line error, device open failed
+FAILING_BITS = 0b11000  # bits 3-4: DISK FAILING, prefail attribute at or below threshold now
 
 NVME_KELVIN_OFFSET = 273.0  # exact inverse of smartctl's ``k - 273``
 CELSIUS_TO_KELVIN = 273.15
@@ -128,13 +150,19 @@ def parse(raw: bytes) -> list[MeasurementData]:
         value = finite(TOOL, metric, value, text, key)
         measurements.append(MeasurementData(metric, value, unit, dict(labels)))
 
+    if exit_status & UNUSABLE_BITS:  # bits 0-1: no health verdict may be reported
+        add("exit_status", float(exit_status), "1", "exit_status")
+        return measurements
+
     status = _object(document, "smart_status", text)
     if status is not None and "passed" in status:
         passed = status["passed"]
         if not isinstance(passed, bool):
             raise ParseError(TOOL, line_of(text, '"passed"'), "true or false for 'passed'",
                              repr(passed))
-        add("smart_passed", 1.0 if passed else 0.0, "1")
+        add("smart_passed", 1.0 if passed and not exit_status & FAILING_BITS else 0.0, "1")
+    elif exit_status & FAILING_BITS:
+        add("smart_passed", 0.0, "1")
 
     health = _object(document, "nvme_smart_health_information_log", text)
     warning = _number(health, "critical_warning", text)

@@ -38,7 +38,8 @@ def tcp(streams=1, sent=None, received=None, **end):
         "start": {"connected": [], "version": "iperf 3.12",
                   "test_start": {"protocol": "TCP", "num_streams": streams, "blksize": 131072,
                                  "omit": 0, "duration": 10}},
-        "intervals": [],
+        # iperf3 prints one interval per second; their figures are not read (end totals are)
+        "intervals": [{"streams": [], "sum": total(8e9, sender=True)}],
         "end": {"streams": [],
                 "sum_sent": sent or total(8e9, retransmits=3, sender=True),
                 "sum_received": received or total(7.2e9, sender=True), **end},
@@ -169,7 +170,7 @@ def test_every_iperf3_sample_has_a_test_here():
 
 def test_it_is_registered():
     assert PARSERS["iperf3"] is iperf3
-    assert iperf3.TOOL == "iperf3" and iperf3.PARSER_VERSION == "1"
+    assert iperf3.TOOL == "iperf3" and iperf3.PARSER_VERSION == "2"
 
 
 def test_it_converts_bits_to_bytes_and_labels_the_streams():
@@ -215,9 +216,13 @@ def test_it_skips_warnings_before_and_text_after_the_json():
 
 def test_it_refuses_a_second_document():
     text = json.dumps(tcp(), indent=2)
+    other = json.dumps(tcp(received=total(7.1e9, sender=True)), indent=2)
     with pytest.raises(ParseError) as error:
-        iperf3.parse((text + "\n" + text).encode())
+        iperf3.parse((text + "\n" + other).encode())
     assert "several JSON documents" in str(error.value)
+    # the *same* document twice is one result (esnet/iperf#1716; test_bugs_iperf3)
+    assert by_metric(iperf3.parse((text + "\n" + text).encode()))["received_bandwidth"].value \
+        == 7.2e9 / 8
 
 
 @pytest.mark.parametrize("capture", [b"", b"\r\n"])

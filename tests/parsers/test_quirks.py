@@ -34,7 +34,8 @@ def test_it_reads_one_document_between_warnings(tool):
     assert PARSERS[tool].parse(capture.encode())
 
 
-@pytest.mark.parametrize("tool", sorted(VALID))
+# iperf3 prints an identical document twice (esnet/iperf#1716): one result (test_bugs_iperf3).
+@pytest.mark.parametrize("tool", sorted(set(VALID) - {"iperf3"}))
 @pytest.mark.parametrize("separator", ["\n", "", "\n\n  "])
 def test_it_refuses_several_documents(tool, separator):
     with pytest.raises(ParseError) as error:
@@ -44,7 +45,8 @@ def test_it_refuses_several_documents(tool, separator):
     assert error.value.line == text(tool).count("\n") + 1 + separator.count("\n")
 
 
-@pytest.mark.parametrize("tool", sorted(PARSERS))
+# nvme_list reads a blank capture as zero drives (nvme-cli 1.2, nvme-cli#173; test_nvme_list).
+@pytest.mark.parametrize("tool", sorted(set(PARSERS) - {"nvme_list"}))
 @pytest.mark.parametrize("capture", [b"", b" \r\n\t", b"\xef\xbb\xbf", b"\xef\xbb\xbf\n",
                                      b"\x1c\x1d\n", "\u2028\n".encode()])
 def test_every_parser_calls_a_blank_capture_empty(tool, capture):
