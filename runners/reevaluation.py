@@ -4,6 +4,11 @@
 ones recorded, judges the criteria *as they were when the decision was taken* (the snapshots in
 the decision) on the new figures and reports every difference. Nothing is written: the signed
 report and its decision stay as they are.
+
+Each stored run names the ``parser_version`` that read it; where today's ``PARSER_VERSION``
+differs, ``parser_changes`` says so (``fio 1 → 2``), so a changed figure can be traced to the
+parser change that made it (a run an older parser refused and the new one reads shows as
+"new …" measurements, one the new parser refuses as "now unparseable").
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 from gates import derivations, evaluation
 from gates.services import node_array_line_rates
 from runners.models import GateRun
-from runners.parsers import parse_output
+from runners.parsers import PARSERS, parse_output
 from runners.parsers.base import ParseError
 
 
@@ -22,6 +27,7 @@ from runners.parsers.base import ParseError
 class Reevaluation:
     gate_run: GateRun
     measurement_changes: list[str] = field(default_factory=list)
+    parser_changes: list[str] = field(default_factory=list)
     verdict_changes: list[str] = field(default_factory=list)
     recorded_outcome: str = ""
     outcome: str = ""
@@ -54,6 +60,11 @@ def gate_run_reevaluate(*, gate_run: GateRun) -> Reevaluation:
         }
         if run.exit_code not in (0, None) and not recorded:
             continue  # never parsed: the command itself failed
+        parser = PARSERS.get(run.parser)
+        if parser is not None and run.parser_version and \
+                run.parser_version != parser.PARSER_VERSION:
+            result.parser_changes.append(f"{where}: parser {run.parser} "
+                                         f"{run.parser_version} → {parser.PARSER_VERSION}")
         try:
             fresh_list = parse_output(run.parser, bytes(run.stdout))
         except ParseError as error:

@@ -26,6 +26,8 @@ class Command(BaseCommand):
         result = gate_run_reevaluate(gate_run=run)
         self.stdout.write(f"{run.gate} run #{run.attempt} (id {run.id}), "
                           f"{run.probe_runs.count()} stored raw outputs re-parsed")
+        for line in result.parser_changes:
+            self.stdout.write(f"  parser: {line}")
         for line in result.measurement_changes:
             self.stdout.write(f"  measurement: {line}")
         for line in result.verdict_changes:
