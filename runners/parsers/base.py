@@ -241,12 +241,15 @@ def finite(tool: str, metric: str, value: float, text: str = "", key: str = "") 
     raise ParseError(tool, line, f"a finite value for {metric}", repr(value))
 
 
-def impossible(tool: str, key: str, value: float, rule: str, text: str = "") -> ParseError:
+def impossible(tool: str, key: str, value: float, rule: str, text: str = "",
+               line: int | None = None) -> ParseError:
     """The ParseError for a figure that cannot be true (a negative bandwidth, a loss over 100 %,
     a TTFT of 0 with completed requests): such a figure is never stored as a measurement; the
-    message names the field, its value and the rule it breaks."""
-    return ParseError(tool, line_of(text, f'"{key}"') if text else 0,
-                      f"a possible {key} ({rule})", f"{key} = {value:g}")
+    message names the field, its value and the rule it breaks, on ``line`` (default: the first
+    line of ``text`` holding the key)."""
+    if line is None:
+        line = line_of(text, f'"{key}"') if text else 0
+    return ParseError(tool, line, f"a possible {key} ({rule})", f"{key} = {value:g}")
 
 
 def line_of(text: str, needle: str) -> int:

@@ -50,6 +50,7 @@ Sources: corpus ``iperf3/`` samples (SOURCES.md), esnet/iperf ``src/iperf_api.c`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from runners.parsers.base import (
@@ -113,7 +114,8 @@ def parse(raw: bytes) -> list[MeasurementData]:
         measurements.append(MeasurementData(metric, value, unit, dict(labels)))
 
     if labels["protocol"] == "udp":
-        lost_share = _udp_received(received if received is not None else udp_sum, text)
+        lost_share = (_udp_received(received, "sum_received", text) if received is not None
+                      else _udp_received(udp_sum, "sum", text))
     elif received is None:
         raise ParseError(TOOL, line_of(text, '"end"'), "end.sum_received (the receiver's total)",
                          "only the sender's total")
@@ -138,7 +140,20 @@ def parse(raw: bytes) -> list[MeasurementData]:
     return measurements
 
 
-def _udp_received(section: dict[str, Any] | None, text: str) -> float:
+_END_OBJECT = re.compile(r'"end"\s*:\s*\{')  # intervals' "end" keys hold numbers
+
+
+def _end_line(text: str, key: str, total: str) -> int:
+    """The line of ``"key"`` in the ``total`` object (``sum``, ``sum_received``) of the top-level
+    ``end`` object — interval and stream entries carry the same keys earlier in the document —
+    else of the first one anywhere."""
+    found = _END_OBJECT.search(text)
+    section = re.compile(r'"' + total + r'"\s*:\s*\{').search(text, found.end()) if found else None
+    position = text.find(f'"{key}"', section.end()) if section else -1
+    return text.count("\n", 0, position) + 1 if position >= 0 else line_of(text, f'"{key}"')
+
+
+def _udp_received(section: dict[str, Any] | None, total: str, text: str) -> float:
     """The share of datagrams lost, from the receiver's UDP total (``sum_received`` or ``sum``);
     ParseError when no datagram arrived or the loss is impossible (BUGS.md #11)."""
     if section is None:
@@ -148,18 +163,22 @@ def _udp_received(section: dict[str, Any] | None, text: str) -> float:
     lost = as_number(TOOL, "lost_packets", section.get("lost_packets"), text)
     percent = as_number(TOOL, "lost_percent", section.get("lost_percent"), text)
     if percent is not None and not 0.0 <= percent <= 100.0:
-        raise impossible(TOOL, "lost_percent", percent, "a loss between 0 and 100 %", text)
+        raise impossible(TOOL, "lost_percent", percent, "a loss between 0 and 100 %", text,
+                         line=_end_line(text, "lost_percent", total))
     if packets is not None and packets < 0:
-        raise impossible(TOOL, "packets", packets, "a count cannot be negative", text)
+        raise impossible(TOOL, "packets", packets, "a count cannot be negative", text,
+                         line=_end_line(text, "packets", total))
     if lost is not None and lost < 0:
-        raise impossible(TOOL, "lost_packets", lost, "a count cannot be negative", text)
+        raise impossible(TOOL, "lost_packets", lost, "a count cannot be negative", text,
+                         line=_end_line(text, "lost_packets", total))
     if not packets:
-        where = line_of(text, '"packets"') or line_of(text, '"end"')
+        where = _end_line(text, "packets", total) or line_of(text, '"end"')
         found = ("no datagrams received (packets = 0)" if packets is not None
                  else "no datagrams received (no 'packets')")
         raise ParseError(TOOL, where, "datagrams at the receiver (UDP 'packets' > 0)", found)
     if lost is not None and lost > packets:
-        raise impossible(TOOL, "lost_packets", lost, f"at most packets = {packets:g}", text)
+        raise impossible(TOOL, "lost_packets", lost, f"at most packets = {packets:g}", text,
+                         line=_end_line(text, "lost_packets", total))
     if lost is None:
         return (percent or 0.0) / 100.0
     return lost / packets
