@@ -32,11 +32,16 @@ class DerivedSample:
     input_ids: tuple[int, ...]
 
 
+EFFICIENCY_MAX = 1.0  # a line efficiency cannot exceed the line rate
+
+
 def derive_line_efficiency(samples: list[Sample]) -> list[DerivedSample]:
     """line_efficiency = read_bandwidth ÷ link_speed per node (METRICS.md), both in B/s.
 
     A node with bandwidth but no link speed (or the reverse) gets nothing, so the criterion sees
-    insufficient data rather than a guess.
+    insufficient data rather than a guess. An efficiency above 1 (more read than the link can
+    carry: a misread unit or a wrong link speed) cannot be true and is never derived, so it is
+    never stored nor judged (issue 21; :data:`EFFICIENCY_MAX`).
     """
     by_node: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
     for s in samples:
@@ -48,6 +53,8 @@ def derive_line_efficiency(samples: list[Sample]) -> list[DerivedSample]:
         if not reads or not links or len(links) != 1 or links[0].value <= 0:
             continue
         for read in reads:
+            if read.value / links[0].value > EFFICIENCY_MAX:
+                continue
             derived.append(DerivedSample(
                 "line_efficiency", read.value / links[0].value, "ratio",
                 {**read.labels, **links[0].labels}, node, (read.id, links[0].id),
@@ -229,7 +236,7 @@ def derive_readback(samples: list[Sample],
                   "array_line_rate": f"{line_rate:.0f}"}
         ids = tuple(s.id for s in chosen)
         derived.append(DerivedSample("rx_bandwidth", total, "B/s", labels, "", ids))
-        if line_rate > 0:
+        if line_rate > 0 and total / line_rate <= EFFICIENCY_MAX:  # above 1: impossible
             derived.append(DerivedSample("line_efficiency", total / line_rate, "ratio",
                                          dict(labels), "", ids))
     return derived
