@@ -240,8 +240,7 @@ def final_report_issue(*, engagement: Engagement, issued_by: str) -> Report:
 
 
 def _not_written(error: OSError) -> str:
-    return (f"{error.strerror or error}: the signed report could not be written, nothing was "
-            f"stored; try again once the reports directory has room")
+    return f"{error.strerror or error}; try again once the reports directory has room"
 
 
 # --- sign-off ---------------------------------------------------------------------------------

@@ -202,7 +202,7 @@ def engagement_gates(engagement: Engagement) -> list[Gate]:
     """The engagement's gates with criteria, decisions (verdicts, report) and runs prefetched."""
     return list(engagement.gates.order_by("order").prefetch_related(
         Prefetch("criteria", queryset=Criterion.objects.order_by("position")),
-        Prefetch("decisions", queryset=Decision.objects.reported().select_related("report")
+        Prefetch("decisions", queryset=Decision.objects.select_related("report")
                  .prefetch_related("verdicts").order_by("-decided_at", "-id")),
         Prefetch("runs", queryset=GateRun.objects.order_by("-attempt")),
     ))

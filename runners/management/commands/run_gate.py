@@ -25,6 +25,8 @@ EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
 
 class Command(BaseCommand):
     help = "Run a gate's probes on the engagement's nodes and decide pass / stop."
+    #: how often a waiting command runs recovery itself (a dead worker, a missing report)
+    RECOVERY_EVERY_S = 30.0
 
     def add_arguments(self, parser):
         parser.add_argument("engagement", help="engagement name, e.g. lab-healthy")
@@ -94,7 +96,7 @@ class Command(BaseCommand):
         """Wait until ``gate_run`` is over (a worker decides it when a broker is configured),
         running recovery now and then so that a dead worker cannot keep us waiting."""
         deadline = time.monotonic() + timeout
-        next_recovery = time.monotonic() + 30
+        next_recovery = time.monotonic() + self.RECOVERY_EVERY_S
         while True:
             gate_run.refresh_from_db()
             if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED,
@@ -102,7 +104,7 @@ class Command(BaseCommand):
                 return
             if time.monotonic() > next_recovery:  # a dead worker must not keep us waiting
                 runs_recover()
-                next_recovery = time.monotonic() + 30
+                next_recovery = time.monotonic() + self.RECOVERY_EVERY_S
             if time.monotonic() > deadline:
                 self.fail(f"error: no decision after {timeout:g} s; run #{gate_run.attempt} is "
                           f"still {gate_run.state}")
