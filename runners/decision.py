@@ -153,7 +153,7 @@ def _decide(gate_run: GateRun) -> Decision | None:
 
 
 def report_missing_reason(decision: Decision, error: BaseException) -> str:
-    return (f"decision recorded ({decision.outcome}) but its signed report could not be "
+    return (f"decision recorded ({decision.outcome}) but the signed report could not be "
             f"issued: {type(error).__name__}: {error}. The gate does not count as "
             f"{decision.outcome} until it is; recovery (every 30 s, or manage.py recover_runs) "
             f"issues it once the cause is fixed")

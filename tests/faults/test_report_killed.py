@@ -144,7 +144,7 @@ def test_a_report_issued_late_clears_the_error_and_says_so_in_the_audit_trail(ac
         tasks._report_issue(decision)
     run = GateRun.objects.get(id=decision.gate_run_id)
     assert run.state == GateRun.State.FAILED
-    assert run.error.startswith("decision recorded (passed) but its signed report could not "
+    assert run.error.startswith("decision recorded (passed) but the signed report could not "
                                 "be issued: OSError: [Errno 28] No space left on device.")
     assert "recovery (every 30 s, or manage.py recover_runs) issues it" in run.error
     runs_recover()
