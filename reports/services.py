@@ -127,7 +127,7 @@ def report_issue(*, decision: Decision) -> Report:
     row lock, a report already issued is returned as it is (a duplicate delivery, recovery
     racing the worker). Raises ReportNotWritten (nothing stored, the gate not moved)."""
     with files_kept_on_commit(), transaction.atomic():
-        decision = (Decision.objects.select_for_update()
+        decision = (Decision.objects.select_for_update(of=("self",))
                     .select_related("gate__engagement", "gate_run").get(pk=decision.pk))
         existing = Report.objects.filter(decision=decision).first()
         if existing is not None:

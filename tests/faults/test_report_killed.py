@@ -173,3 +173,16 @@ def test_killed_writers_leave_nothing_the_sweep_does_not_settle(acme, settings):
     assert sorted(line.split(":")[0] for line in lines) == sorted([str(partial), str(orphan)])
     assert files_in(settings.REPORTS_DIR) == [
         f"{ORPHANS_DIR}/acme-faults/{orphan.name}", "acme-faults/kept.pdf"]
+
+
+def test_recover_runs_issues_a_missing_report_at_once(acme, monkeypatch):
+    from django.core.management import call_command
+
+    decision = evaluating_decision(acme.gates.get(code="G1"), G1_MISSING_DRIVE, "stopped")
+    killed_while_rendering(monkeypatch, decision)
+    out = io.StringIO()
+    call_command("recover_runs", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("has no signed report: issued"), lines
+    assert lines[-1] == "recovered 1 lost node job(s), soak(s), report(s) or report file(s)"
+    assert Report.objects.filter(decision=decision).exists()
