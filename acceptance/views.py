@@ -187,7 +187,7 @@ def gate_accept_review(request, name: str, code: str):
             messages.success(request, _("%(gate)s accepted after review.") % {
                 "gate": gate_title(gate)})
             return redirect(_detail_url(name, f"gate-{gate.code}"))
-    latest = gate.decisions.order_by("-decided_at", "-id").first()
+    latest = gate.decisions.reported().order_by("-decided_at", "-id").first()
     return _reason_page(
         request, engagement=engagement,
         title=_("Accept the review of %(gate)s") % {"gate": gate_title(gate)},

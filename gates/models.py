@@ -215,11 +215,23 @@ class Criterion(models.Model):
             raise ValidationError(errors)
 
 
+class DecisionQuerySet(models.QuerySet):
+    def reported(self) -> "DecisionQuerySet":
+        """Decisions whose signed report (version 1) exists: only these count for a gate (a
+        decision and its signed report are one outcome; a decision whose report is missing is
+        found by recovery, ``runners.launch.runs_recover``)."""
+        return self.filter(report__isnull=False)
+
+    def unreported(self) -> "DecisionQuerySet":
+        return self.filter(report__isnull=True)
+
+
 class Decision(models.Model):
     """The outcome of a gate run: passed or stopped, with every criterion's verdict and evidence.
 
     Decisions are append-only: a re-run makes a new decision; the signed report of an older one
-    stays as it was.
+    stays as it was. A decision moves its gate (``gates.services.decision_settle``) only
+    together with its signed report, in the report's transaction.
     """
 
     class Outcome(models.TextChoices):
@@ -235,6 +247,8 @@ class Decision(models.Model):
     sentence = models.TextField()
     decided_by = models.CharField(max_length=150)
     decided_at = models.DateTimeField()
+
+    objects = DecisionQuerySet.as_manager()
 
     class Meta:
         ordering = ["-decided_at"]

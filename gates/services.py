@@ -277,14 +277,25 @@ def _sentence(gate: Gate, outcome: str, parts: list[str], count: int) -> str:
     if outcome == "review":
         return (f"{title} needs review: {'; '.join(parts)} is outside the reference range; a "
                 f"person must accept it with a reason or re-run.")
-    return (f"{title} stopped: {'; '.join(parts)}. The engagement stops here until a person "
-            f"re-opens it with a recorded reason.")
+    return f"{title} stopped: {'; '.join(parts)}{_STOPPED_TAIL}"
+
+
+_STOPPED_TAIL = ". The engagement stops here until a person re-opens it with a recorded reason."
+
+
+def _stopped_parts(decision: Decision) -> str:
+    """The failing parts a stop sentence (:func:`_sentence`) names, for the engagement's
+    stopped reason."""
+    head, _sep, rest = decision.sentence.partition(" stopped: ")
+    return rest.removesuffix(_STOPPED_TAIL) if rest else decision.sentence
 
 
 @transaction.atomic
 def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
                     criteria: list[Criterion], outcome: str) -> Decision:
-    """Record the decision with every verdict and its evidence; move gate and engagement."""
+    """Record the decision with every verdict and its evidence. The gate and engagement do not
+    move yet: a decision counts only with its signed report, whose transaction calls
+    :func:`decision_settle` (``reports.services.report_issue``)."""
     gate = gate_run.gate
     by_key = {c.key: c for c in criteria}
     parts = _failing_parts(verdicts, by_key)
@@ -301,21 +312,40 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
             unit=criterion.unit, verdict=verdict.verdict, explanation=verdict.explanation,
         )
         row.measurements.set(verdict.sample_ids)
+    return decision
+
+
+def decision_is_latest(decision: Decision) -> bool:
+    """True when no later decision was recorded on ``decision``'s gate."""
+    return not decision.gate.decisions.filter(decided_at__gt=decision.decided_at).exists() \
+        and not decision.gate.decisions.filter(decided_at=decision.decided_at,
+                                               id__gt=decision.id).exists()
+
+
+@transaction.atomic
+def decision_settle(*, decision: Decision) -> bool:
+    """Move gate and engagement by ``decision`` once its signed report exists (called inside the
+    report's transaction); a decision superseded meanwhile by a later one moves nothing.
+    Returns True when the gate moved."""
+    gate = Gate.objects.select_for_update().get(pk=decision.gate_id)
+    if not decision_is_latest(decision):
+        return False
+    outcome = decision.outcome
     gate.state = {"passed": Gate.State.PASSED, "stopped": Gate.State.STOPPED,
                   "review": Gate.State.REVIEW}[outcome]
     gate.save(update_fields=["state"])
+    decision.gate = gate
     engagement = gate.engagement
     if outcome == "stopped":
         engagement.state = Engagement.State.STOPPED
         engagement.stopped_reason = (
-            f"{gate.code} stopped on {decision.decided_at:%Y-%m-%d}: {'; '.join(parts)}"
-        )
+            f"{gate.code} stopped on {decision.decided_at:%Y-%m-%d}: {_stopped_parts(decision)}")
         engagement.save(update_fields=["state", "stopped_reason"])
     elif outcome == "passed" and not engagement.gates.filter(order__gt=gate.order).exists():
         engagement.state = Engagement.State.ACCEPTED
         engagement.save(update_fields=["state"])
     events.announce(events.gate_decided, decision_id=decision.id)  # notifications
-    return decision
+    return True
 
 
 @transaction.atomic
@@ -330,7 +360,7 @@ def gate_review_accept(*, gate: Gate, actor: str, reason: str) -> Gate:
     if gate.state != Gate.State.REVIEW:
         raise ValueError(_("%(gate)s of %(name)s is %(state)s, not in review") % {
             "gate": gate.code, "name": gate.engagement.name, "state": _(gate.state)})
-    decision = gate.decisions.filter(outcome=Decision.Outcome.REVIEW).order_by(
+    decision = gate.decisions.reported().filter(outcome=Decision.Outcome.REVIEW).order_by(
         "-decided_at", "-id").first()
     reviewed = [] if decision is None else [
         {"criterion": v.criterion_snapshot["key"], "metric": v.criterion_snapshot["metric"],

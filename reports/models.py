@@ -54,6 +54,15 @@ class Report(models.Model):
 
     class Meta:
         ordering = ["engagement_id", "kind", "about_id", "version"]
+        # One row per version of a series: two issued at once cannot both be "version N"
+        # (the second is refused, reports.services); the backstop where row locks are not.
+        constraints = [
+            models.UniqueConstraint(fields=["about", "version"], condition=models.Q(kind="gate"),
+                                    name="report_gate_version_unique"),
+            models.UniqueConstraint(fields=["engagement", "version"],
+                                    condition=models.Q(kind="final"),
+                                    name="report_final_version_unique"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.series_title} v{self.version}"

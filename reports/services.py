@@ -1,9 +1,12 @@
 """Issuing, re-issuing, signing off and countersigning reports.
 
-``report_issue`` builds the report context of a decision (queries and arithmetic here, none in
-the template), renders it with WeasyPrint as PDF/A-3b with the evidence embedded, signs it with
-pyHanko and stores it under REPORTS_DIR, never overwriting an earlier file. Every later change
-makes a new version of the same series naming the one it replaces:
+``report_issue`` builds the report context of a decision (``reports.assembly``), renders it
+with WeasyPrint as PDF/A-3b with the evidence embedded, signs it with pyHanko and stores it
+under REPORTS_DIR (``reports.storage``: whole or not at all, never overwriting an earlier file),
+and in the same transaction settles the decision (its gate moves only with its signed report).
+Issuing is idempotent under row locks: two requests at once give one version and one
+``ReportRefused``. Every later change makes a new version of the same series naming the one
+it replaces:
 
 - ``signoff_record``: the vendor's project manager and a customer of the engagement's
   organisation approve the decision; when both have, a version with the sign-off page filled
@@ -23,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from datetime import UTC
 from pathlib import Path
@@ -32,201 +34,37 @@ from asn1crypto import pem as asn1_pem
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from django.conf import settings
-from django.db import transaction
-from django.utils import timezone, translation
-from django.utils.translation import gettext as _
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from acceptance import events
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagements_for, role_of
-from gates.models import Decision, Gate
-from gates.presentation import verdict_row
-from reports.context import (
-    AuditRow,
-    BomRow,
-    EvidenceRow,
-    GateReportContext,
-    GateSection,
-    NodeRow,
-    ScheduleRow,
-    SignOffRow,
+from gates.models import Decision
+from gates.services import decision_settle
+from reports.assembly import (  # report_context etc. re-exported: the doors import them here
+    ReportRefused,
+    final_report_context,
+    final_report_decisions,
+    report_context,
 )
-from reports.evidence import SUMMARY_NAME, embedded_files, embedded_output
+from reports.context import GateReportContext
+from reports.evidence import SUMMARY_NAME, embedded_files
 from reports.models import CustomerCertificate, Report, ReportDownload, SignOff
-from reports.render import django_language, render_gate_report_pdf
+from reports.render import render_gate_report_pdf
 from reports.signing import CustomerTrust, VerificationResult, sign_pdf, verify_pdf
-from runners.charts import gate_run_charts
+from reports.storage import (
+    ReportNotWritten,
+    files_kept_on_commit,
+    report_file_write,
+    report_files_sweep,
+)
+from runners.decision import gate_run_done
 from runners.models import GateRun
-from runners.probes import PROBES
-from runners.soak.report import soak_report_section
 
 MAX_COUNTERSIGNED_BYTES = 50 * 1024 * 1024
 
 logger = logging.getLogger(__name__)
-
-
-class ReportRefused(Exception):
-    """The request cannot be honoured; the message says why. Nothing was stored."""
-
-
-def _display_command(run) -> str:
-    """The command as a person reads it (scripted probes summarised; the full command stays
-    stored with the run and is covered by the machine-readable record)."""
-    spec = PROBES.get(run.probe)
-    return spec.display(run.parameters, run.command) if spec else run.command
-
-
-def _charts(gate_run: GateRun) -> list:
-    if hasattr(gate_run, "soak"):
-        return []  # a soak's time series are drawn by its own section (soak_section)
-
-    try:
-        return gate_run_charts(gate_run)
-    except Exception:  # a chart is an illustration: its absence never blocks a report
-        logger.exception("charts of gate run %s could not be drawn", gate_run.pk)
-        return []
-
-
-def _section(decision: Decision) -> GateSection:
-    gate = decision.gate
-    gate_run: GateRun = decision.gate_run
-    # Descriptions and sources of the default criteria in the report's language, edited ones
-    # as written; the explanation is quoted as the evaluation recorded it.
-    criteria = [verdict_row(v, stored_explanation=True) for v in decision.verdicts.all()]
-    runs = []
-    # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
-    for run in (gate_run.evidence_probe_runs().select_related("node")
-                .order_by("started_at", "id")):
-        raw = bytes(run.stdout)
-        if run.stdout_pruned_at is not None:  # retention: read back from a signed report
-            raw = embedded_output(Report.objects.filter(engagement_id=gate.engagement_id)
-                                  .order_by("-id").values_list("path", flat=True),
-                                  run.stdout_sha256)
-        runs.append(EvidenceRow(
-            node=run.node.name if run.node else "service", probe=run.probe,
-            command=_display_command(run), tool_version=run.tool_version,
-            started_at=run.started_at, finished_at=run.finished_at, exit_code=run.exit_code,
-            sha256=run.stdout_sha256 or hashlib.sha256(raw or b"").hexdigest(),
-            simulated=run.simulated, state=run.state, raw_output=raw,
-        ))
-    return GateSection(
-        gate_code=gate.code, gate_name=gate.name, decision_outcome=decision.outcome,
-        decision_sentence=decision.sentence, decided_at=decision.decided_at,
-        decided_by=decision.decided_by, criteria=criteria, charts=_charts(gate_run), runs=runs)
-
-
-def _soak_section(decisions: list[Decision]):
-    """The G4 soak section (charts, per-fault table, gaps) of the first of ``decisions`` made
-    on a soak, in the active language; None when none was. Raises what the soak queries raise:
-    a G4 report without its fault table would be misleading, so it is not issued then."""
-    for decision in decisions:
-        section = soak_report_section(decision)
-        if section is not None:
-            return section
-    return None
-
-
-def _latest_decision(gate: Gate) -> Decision | None:
-    return gate.decisions.order_by("-decided_at", "-id").first()
-
-
-def _engagement_parts(engagement: Engagement) -> dict:
-    schedule = []
-    for gate in engagement.gates.order_by("order"):
-        latest = _latest_decision(gate)
-        schedule.append(ScheduleRow(
-            gate_title=f"{gate.code} {_(gate.name)}", due_date=gate.due_date, state=gate.state,
-            decided_at=latest.decided_at if latest else None,
-            outcome=latest.outcome if latest else ""))
-    return {
-        "engagement_name": engagement.name, "customer": engagement.customer.name,
-        "engagement_start": engagement.start_date,
-        "bom": [BomRow(f"{i.quantity} × {i.description}", i.ticked_by, i.ticked_at)
-                for i in engagement.bom_items.all()],
-        "nodes": [NodeRow(n.name, f"{n.address}:{n.port}", n.get_role_display(),
-                          n.host_key_fingerprint) for n in engagement.nodes.order_by("name")],
-        "schedule": schedule,
-        "audit": [AuditRow(a.at, a.actor, a.action, a.reason) for a in engagement.audit.all()],
-        "language": engagement.report_language,
-    }
-
-
-def _signoff_rows(signoffs) -> list[SignOffRow]:
-    return [SignOffRow(s.party, s.name, s.role, s.at, s.comment) for s in signoffs]
-
-
-def report_context(decision: Decision, *, signoffs=(), version: int = 1, replaces: str = "",
-                   reason: str = "") -> GateReportContext:
-    """The gate report of ``decision`` in the engagement's language."""
-    engagement = decision.gate.engagement
-    with translation.override(django_language(engagement.report_language)):
-        section = _section(decision)
-        return GateReportContext(
-            **_engagement_parts(engagement),
-            gate_code=section.gate_code, gate_name=section.gate_name,
-            due_date=decision.gate.due_date, decision_outcome=section.decision_outcome,
-            decision_sentence=section.decision_sentence, decided_at=section.decided_at,
-            decided_by=section.decided_by, criteria=section.criteria, runs=section.runs,
-            charts=section.charts,
-            simulated=engagement.is_lab or any(r.simulated for r in section.runs),
-            imported=decision.gate_run.origin == GateRun.Origin.IMPORTED,
-            signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,
-            soak_section=_soak_section([decision]),
-        )
-
-
-def final_report_decisions(engagement: Engagement) -> list[Decision]:
-    """The latest decision of every decided gate, in gate order, when the engagement may have
-    its final report: every gate decided, or the engagement stopped at a gate. Raises
-    ReportRefused naming the undecided gates otherwise."""
-    decisions, undecided = [], []
-    for gate in engagement.gates.order_by("order"):
-        latest = _latest_decision(gate)
-        if latest is None:
-            undecided.append(gate.code)
-        else:
-            decisions.append(latest)
-    stopped = any(d.outcome == Decision.Outcome.STOPPED for d in decisions)
-    if undecided and not stopped:
-        raise ReportRefused(
-            f"the final report needs a decision on every gate (or a stopped gate); "
-            f"{', '.join(undecided)} {'has' if len(undecided) == 1 else 'have'} none yet")
-    return decisions
-
-
-def final_report_context(engagement: Engagement, *, signoffs=(), version: int = 1,
-                         replaces: str = "", reason: str = "") -> GateReportContext:
-    """The final acceptance report: every decided gate's section. Raises ReportRefused."""
-    decisions = final_report_decisions(engagement)
-    with translation.override(django_language(engagement.report_language)):
-        sections = [_section(d) for d in decisions]
-        stopped = [s for s in sections if s.decision_outcome == "stopped"]
-        review = [s for s in sections if s.decision_outcome == "review"]
-        if stopped:
-            outcome = "stopped"
-            gate = f"{stopped[0].gate_code} {_(stopped[0].gate_name)}"
-            sentence = _("Not accepted: the engagement stopped at %(gate)s; the array is not "
-                         "accepted.") % {"gate": gate}
-        elif review:
-            outcome = "review"
-            sentence = _("Not yet accepted: %(gates)s await review.") % {
-                "gates": ", ".join(s.gate_code for s in review)}
-        else:
-            outcome = "passed"
-            sentence = _("Accepted: all %(n)d gates passed; the array is accepted as the KV-cache "
-                         "tier.") % {"n": len(sections)}
-        last = max(decisions, key=lambda d: d.decided_at)
-        runs = [r for s in sections for r in s.runs]
-        return GateReportContext(
-            **_engagement_parts(engagement), kind="final", sections=sections,
-            gate_code="", gate_name="", due_date=engagement.end_date, decision_outcome=outcome,
-            decision_sentence=sentence, decided_at=last.decided_at, decided_by=last.decided_by,
-            simulated=engagement.is_lab or any(r.simulated for r in runs),
-            imported=any(d.gate_run.origin == GateRun.Origin.IMPORTED for d in decisions),
-            signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,
-            soak_section=_soak_section(decisions),
-        )
 
 
 # --- storing signed versions ------------------------------------------------------------------
@@ -241,21 +79,17 @@ def _file_name(engagement: Engagement, kind: str, about: Decision | None, versio
 
 
 def _write_new(engagement: Engagement, name: str, data: bytes) -> Path:
-    directory = Path(settings.REPORTS_DIR) / engagement.name
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = directory / name
-    # 0600 from the start (a customer's report is not for other local users); O_EXCL: never
-    # overwrite a signed report.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    return path
+    return report_file_write(engagement.name, name, data)
 
 
 def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind: str,
                     about: Decision | None, decision: Decision | None, version: int,
                     replaces: Report | None, reason: str, issued_by: str,
                     signoff_complete: bool) -> Report:
+    """Render, sign, verify and store one version: the file (whole or not at all,
+    ``reports.storage``) and its row together. Call inside ``files_kept_on_commit`` and a
+    transaction holding the series' lock. Raises ReportRefused when the version exists
+    already (issued meanwhile), ReportNotWritten when the file could not be written."""
     label = (f"{context.gate_code} decision: {context.decision_outcome}" if kind == "gate"
              else f"final acceptance report: {context.decision_outcome}")
     pdf = render_gate_report_pdf(context)
@@ -265,29 +99,66 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
     check = verify_pdf(signed)
     if not check.valid:
         raise RuntimeError(f"the freshly signed report does not verify: {check.summary}")
-    path = _write_new(engagement, _file_name(engagement, kind, about, version), signed)
-    report = Report.objects.create(
-        engagement=engagement, decision=decision, about=about, kind=kind, version=version,
-        replaces=replaces, reason=reason, issued_by=issued_by, signoff_complete=signoff_complete,
-        path=str(path), sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
-        signer=check.signer, signed_at=check.signed_at or timezone.now(),
-        simulated=context.simulated, signing_seconds=signing_seconds,
-    )
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                report = Report.objects.create(
+                    engagement=engagement, decision=decision, about=about, kind=kind,
+                    version=version, replaces=replaces, reason=reason, issued_by=issued_by,
+                    signoff_complete=signoff_complete,
+                    path="", sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
+                    signer=check.signer, signed_at=check.signed_at or timezone.now(),
+                    simulated=context.simulated, signing_seconds=signing_seconds,
+                )
+        except IntegrityError:  # the same version issued meanwhile (the unique constraints)
+            raise ReportRefused(f"version {version} of this report was issued meanwhile; "
+                                f"nothing was stored") from None
+        path = _write_new(engagement, _file_name(engagement, kind, about, version), signed)
+        report.path = str(path)
+        report.save(update_fields=["path"])
     events.announce(events.report_issued, report_id=report.id)  # notifications
     return report
 
 
 def report_issue(*, decision: Decision) -> Report:
     """Render, sign and store version 1 of the gate report of ``decision`` (its sign-off page
-    "awaiting sign-off"); returns the Report row."""
-    context = report_context(decision)
-    report = _sign_and_store(context, engagement=decision.gate.engagement,
-                             kind=Report.Kind.GATE, about=decision, decision=decision, version=1,
-                             replaces=None, reason="issued when the decision was recorded",
-                             issued_by="service", signoff_complete=False)
-    events.announce(events.signoff_waiting, report_id=report.id,  # notifications
-                    parties=[SignOff.Party.VENDOR.value, SignOff.Party.CUSTOMER.value])
+    "awaiting sign-off") and, in the same transaction, settle the decision: the gate moves
+    (``gates.services.decision_settle``) and the run is done. Idempotent: under the decision's
+    row lock, a report already issued is returned as it is (a duplicate delivery, recovery
+    racing the worker). Raises ReportNotWritten (nothing stored, the gate not moved)."""
+    with files_kept_on_commit(), transaction.atomic():
+        decision = (Decision.objects.select_for_update(of=("self",))
+                    .select_related("gate__engagement", "gate_run").get(pk=decision.pk))
+        existing = Report.objects.filter(decision=decision).first()
+        if existing is not None:
+            return existing
+        context = report_context(decision)
+        report = _sign_and_store(context, engagement=decision.gate.engagement,
+                                 kind=Report.Kind.GATE, about=decision, decision=decision,
+                                 version=1, replaces=None,
+                                 reason="issued when the decision was recorded",
+                                 issued_by="service", signoff_complete=False)
+        decision_settle(decision=decision)
+        gate_run = decision.gate_run
+        if gate_run.state == GateRun.State.FAILED:  # an error finished later (recovery)
+            AuditEntry.objects.create(
+                engagement=decision.gate.engagement, actor="service",
+                action="report_recovered",
+                reason=f"the signed report of {decision.gate.code} run #{gate_run.attempt} was "
+                       f"issued after: {gate_run.error}",
+                details={"report": report.pk, "decision": decision.pk,
+                         "gate_run": gate_run.pk})
+            gate_run.error = ""
+        gate_run_done(gate_run=gate_run)
+        events.announce(events.signoff_waiting, report_id=report.id,  # notifications
+                        parties=[SignOff.Party.VENDOR.value, SignOff.Party.CUSTOMER.value])
     return report
+
+
+def report_files_recover() -> list[str]:
+    """Recovery's step for files: unfinished report files a killed writer left are removed, a
+    signed file no row names is moved aside (``reports.storage.report_files_sweep``)."""
+    return report_files_sweep(known_paths=Report.objects.values_list("path", flat=True))
 
 
 def latest_version(report: Report) -> Report:
@@ -305,8 +176,13 @@ def report_reissue(*, report: Report, reason: str, issued_by: str) -> Report:
     reason = reason.strip()
     if not reason:
         raise ReportRefused("a re-issued report needs a reason")
-    with transaction.atomic():
-        latest = Report.objects.select_for_update().get(pk=latest_version(report).pk)
+    seen = latest_version(report)
+    with files_kept_on_commit(), transaction.atomic():
+        latest = Report.objects.select_for_update().get(pk=seen.pk)
+        if not latest.is_latest():  # two issued at once: the other one won
+            newer = latest_version(latest)
+            raise ReportRefused(f"version {newer.version} of this report was issued meanwhile "
+                                f"by another request; nothing was stored")
         signoffs = list(SignOff.objects.filter(report__in=latest.series()).order_by("at", "id"))
         engagement = latest.engagement
         version = latest.version + 1
@@ -326,25 +202,45 @@ def report_reissue(*, report: Report, reason: str, issued_by: str) -> Report:
     return new
 
 
+def _final_latest(engagement: Engagement) -> Report | None:
+    return (Report.objects.filter(engagement=engagement, kind=Report.Kind.FINAL)
+            .order_by("-version").first())
+
+
 def final_report_issue(*, engagement: Engagement, issued_by: str) -> Report:
     """Issue the final acceptance report (version 1), or a new version of it when one exists.
-    Raises ReportRefused while a gate lacks a decision and none has stopped."""
+    Raises ReportRefused while a gate lacks a decision and none has stopped, when another
+    request issued a version while this one waited for the engagement's lock (two at once give
+    one version and one refusal), or when the file could not be written (nothing stored)."""
     final_report_decisions(engagement)  # refuses early, before rendering
-    existing = (Report.objects.filter(engagement=engagement, kind=Report.Kind.FINAL)
-                .order_by("-version").first())
-    if existing is not None:
-        return report_reissue(report=existing, issued_by=issued_by,
-                              reason="final report re-issued on request with the latest "
-                                     "decisions")
-    context = final_report_context(engagement)
-    report = _sign_and_store(context, engagement=engagement, kind=Report.Kind.FINAL, about=None,
-                             decision=None, version=1, replaces=None,
-                             reason="issued on request", issued_by=issued_by,
-                             signoff_complete=False)
-    AuditEntry.objects.create(engagement=engagement, actor=issued_by, action="final_report",
-                              reason="final acceptance report issued",
-                              details={"report": report.pk})
+    seen = _final_latest(engagement)
+    try:
+        with files_kept_on_commit(), transaction.atomic():
+            Engagement.objects.select_for_update().get(pk=engagement.pk)
+            existing = _final_latest(engagement)
+            if (existing and existing.pk) != (seen and seen.pk):
+                raise ReportRefused(f"final report version {existing.version} was issued "
+                                    f"meanwhile by another request; nothing was stored")
+            if existing is not None:
+                return report_reissue(report=existing, issued_by=issued_by,
+                                      reason="final report re-issued on request with the "
+                                             "latest decisions")
+            context = final_report_context(engagement)
+            report = _sign_and_store(context, engagement=engagement, kind=Report.Kind.FINAL,
+                                     about=None, decision=None, version=1, replaces=None,
+                                     reason="issued on request", issued_by=issued_by,
+                                     signoff_complete=False)
+            AuditEntry.objects.create(engagement=engagement, actor=issued_by,
+                                      action="final_report",
+                                      reason="final acceptance report issued",
+                                      details={"report": report.pk})
+    except ReportNotWritten as error:
+        raise ReportRefused(_not_written(error)) from None
     return report
+
+
+def _not_written(error: OSError) -> str:
+    return f"{error.strerror or error}; try again once the reports directory has room"
 
 
 # --- sign-off ---------------------------------------------------------------------------------
@@ -375,30 +271,44 @@ def signoff_record(*, report: Report, user, comment: str = "") -> tuple[SignOff,
     if party is None:
         raise PermissionError("only the vendor's project manager or a customer of this "
                               "engagement's organisation may sign off")
-    with transaction.atomic():
-        latest = Report.objects.select_for_update().get(pk=latest_version(report).pk)
-        done = SignOff.objects.filter(report__in=latest.series())
-        if done.filter(party=party).exists():
-            raise ReportRefused(f"the {party} has already signed off this report")
-        # stored in English (data); reports print it in their own language
-        role = ("project manager (vendor)" if party == SignOff.Party.VENDOR
-                else f"customer representative ({engagement.customer.name})")
-        signoff = SignOff.objects.create(report=latest, party=party, user=user,
-                                         name=_person(user), role=role,
-                                         comment=comment.strip(), at=timezone.now())
-        AuditEntry.objects.create(
-            engagement=engagement, actor=user.get_username(), action="report_signoff",
-            reason=comment.strip() or f"{party} approved the decision",
-            details={"report": latest.pk, "version": latest.version, "party": party})
-        both = {s.party for s in done} | {party}
-    if both >= {SignOff.Party.VENDOR, SignOff.Party.CUSTOMER}:
-        new = report_reissue(report=latest, issued_by="service",
-                             reason="signed off by the vendor's project manager and the "
-                                    "customer's representative")
-        return signoff, new
+    both_parties = {SignOff.Party.VENDOR, SignOff.Party.CUSTOMER}
+    # One transaction: a sign-off is not committed without the version it makes (a full disk
+    # rolls both back, so the sign-off can be retried).
+    try:
+        with files_kept_on_commit(), transaction.atomic():
+            latest = Report.objects.select_for_update().get(pk=latest_version(report).pk)
+            done = SignOff.objects.filter(report__in=latest.series())
+            signoff = done.filter(party=party).first()
+            if signoff is not None:
+                if ({s.party for s in done} >= both_parties
+                        and not latest.series().filter(signoff_complete=True).exists()):
+                    # signed off before, its version never written (an older release): issue it
+                    return signoff, _signed_off_version(latest)
+                raise ReportRefused(f"the {party} has already signed off this report")
+            # stored in English (data); reports print it in their own language
+            role = ("project manager (vendor)" if party == SignOff.Party.VENDOR
+                    else f"customer representative ({engagement.customer.name})")
+            signoff = SignOff.objects.create(report=latest, party=party, user=user,
+                                             name=_person(user), role=role,
+                                             comment=comment.strip(), at=timezone.now())
+            AuditEntry.objects.create(
+                engagement=engagement, actor=user.get_username(), action="report_signoff",
+                reason=comment.strip() or f"{party} approved the decision",
+                details={"report": latest.pk, "version": latest.version, "party": party})
+            both = {s.party for s in done} | {party}
+            if both >= both_parties:
+                return signoff, _signed_off_version(latest)
+    except ReportNotWritten as error:
+        raise ReportRefused(_not_written(error) + " (the sign-off was not recorded)") from None
     waiting = sorted({SignOff.Party.VENDOR.value, SignOff.Party.CUSTOMER.value} - both)
     events.announce(events.signoff_waiting, report_id=latest.id, parties=waiting)  # notifications
     return signoff, None
+
+
+def _signed_off_version(latest: Report) -> Report:
+    return report_reissue(report=latest, issued_by="service",
+                          reason="signed off by the vendor's project manager and the "
+                                 "customer's representative")
 
 
 # --- downloads --------------------------------------------------------------------------------
@@ -561,7 +471,7 @@ def countersigned_store(*, report: Report, data: bytes, uploaded_by: str) -> Rep
     if newest.party != f"customer {trust.name}":
         raise ReportRefused(f"the new signature ({newest.signer}) does not chain to a customer "
                             f"certificate registered for this engagement")
-    with transaction.atomic():
+    with files_kept_on_commit(), transaction.atomic():
         locked = Report.objects.select_for_update().get(pk=report.pk)
         if latest_version(locked).pk != locked.pk:
             raise ReportRefused("a newer version was issued meanwhile; countersign that one")

@@ -109,10 +109,25 @@ def gate_run_decide(*, gate_run_id: int) -> Decision | None:
     """Decide a finished run: simulated evidence on a customer engagement
     (:func:`simulated_evidence_error`) or any missing evidence makes it an error (None, the
     run failed with the reason); else the decision is recorded and returned. The run stays
-    ``evaluating`` until its report is issued (:func:`gate_run_done`) or could not be
-    (:func:`gate_run_report_failed`).
+    ``evaluating`` until its report is issued (the report's transaction ends it, done) or could
+    not be (:func:`gate_run_report_failed`).
+
+    One transaction under the run's row lock, the decision looked up first: a duplicate
+    delivery of the evaluation stores nothing twice and returns the decision already recorded
+    (its report is issued idempotently); a run no longer evaluating is left as it is (None).
     """
-    gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
+    with transaction.atomic():
+        gate_run = (GateRun.objects.select_for_update(of=("self",))
+                    .select_related("gate__engagement").get(id=gate_run_id))
+        existing = Decision.objects.filter(gate_run=gate_run).first()
+        if existing is not None:
+            return existing
+        if gate_run.state != GateRun.State.EVALUATING:
+            return None
+        return _decide(gate_run)
+
+
+def _decide(gate_run: GateRun) -> Decision | None:
     simulated = simulated_evidence_error(gate_run)
     if simulated:
         _fail(gate_run, simulated)
@@ -137,16 +152,31 @@ def gate_run_decide(*, gate_run_id: int) -> Decision | None:
                            outcome=outcome)
 
 
-def gate_run_report_failed(*, decision: Decision, error: Exception) -> GateRun:
+def report_missing_reason(decision: Decision, error: BaseException) -> str:
+    return (f"decision recorded ({decision.outcome}) but the signed report could not be "
+            f"issued: {type(error).__name__}: {error}. The gate does not count as "
+            f"{decision.outcome} until it is; recovery (every 30 s, or manage.py recover_runs) "
+            f"issues it once the cause is fixed")
+
+
+def gate_run_report_failed(*, decision: Decision, error: BaseException) -> GateRun:
     """The decision stands but its signed report could not be issued: the run ends as an error
-    saying so."""
-    return _fail(decision.gate_run,
-                 f"decision recorded ({decision.outcome}) but the signed report could not be "
-                 f"issued: {type(error).__name__}: {error}")
+    saying so (announced once; a later failed retry only updates the cause). Recovery issues
+    the report later (``runners.launch.runs_recover``) and the run is done then."""
+    reason = report_missing_reason(decision, error)
+    gate_run = decision.gate_run
+    if GateRun.objects.filter(id=gate_run.id, state=GateRun.State.EVALUATING).update(
+            state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
+        events.announce(events.run_failed, gate_run_id=gate_run.id)  # notifications
+    else:
+        GateRun.objects.filter(id=gate_run.id, state=GateRun.State.FAILED).update(error=reason)
+    gate_run.refresh_from_db()
+    return gate_run
 
 
 def gate_run_done(*, gate_run: GateRun) -> GateRun:
-    """The decision and its signed report are in: the run is done."""
+    """The decision and its signed report are in (called in the report's transaction): the
+    run is done."""
     gate_run.state, gate_run.finished_at = GateRun.State.DONE, timezone.now()
-    gate_run.save(update_fields=["state", "finished_at"])
+    gate_run.save(update_fields=["state", "finished_at", "error"])
     return gate_run

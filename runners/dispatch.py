@@ -88,7 +88,7 @@ def passed_rerun_check(*, gate: Gate, reason: str, confirmed: bool) -> None:
 def passed_rerun_audit(*, gate: Gate, gate_run: GateRun, actor: str, reason: str) -> None:
     """Record in the audit trail that ``actor`` re-ran passed ``gate`` as ``gate_run`` and why,
     naming the decision the new attempt may replace."""
-    decision = gate.decisions.order_by("-decided_at", "-id").first()
+    decision = gate.decisions.reported().order_by("-decided_at", "-id").first()
     AuditEntry.objects.create(
         engagement=gate.engagement, actor=actor, action="passed gate re-run", reason=reason,
         details={"gate": gate.code, "gate_run": gate_run.id, "attempt": gate_run.attempt,

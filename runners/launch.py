@@ -7,19 +7,23 @@ otherwise (``runners.dispatch``), or one node of the latest attempt again. It re
 reason and creates nothing: :class:`LaunchInvalid` for a bad parameter (naming it),
 ``GateRefused`` (``ConfirmationRequired`` for a passed gate) when the gate may not run now.
 
-``runs_recover`` settles whatever dead workers left behind, node jobs and soaks alike.
+``runs_recover`` settles whatever dead workers left behind, node jobs and soaks alike, and asks
+for the signed report of a decision that lacks its own (``reports_missing_recover``).
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from gates.models import Gate
-from gates.services import GateRefused
-from runners.control import recover_lost_jobs
+from gates.models import Decision, Gate
+from gates.services import GateRefused, decision_is_latest
+from runners.control import lost_after, recover_lost_jobs
 from runners.dispatch import gate_run_rerun_node, gate_run_start
+from runners.doorbell import ring
 from runners.models import GateRun
 from runners.plans import node_steps
 from runners.probes import PROBES
@@ -27,6 +31,8 @@ from runners.soak.driver import soak_recover, soak_start
 from runners.soak.plan import SoakPlanError
 
 MAX_PROBE_TIMEOUT_S = 7 * 24 * 3600
+
+logger = logging.getLogger(__name__)
 
 
 class LaunchInvalid(ValueError):
@@ -97,7 +103,35 @@ def gate_launch(*, gate: Gate, started_by: str, reason: str = "", confirmed: boo
 
 
 def runs_recover(*, after: timedelta | None = None) -> list[str]:
-    """Settle node jobs whose worker died and re-attach soaks whose driver stopped (its agents
-    on the nodes kept running; the gap is recorded); one line per run recovered. Safe to call
-    from anywhere, any number of times."""
-    return recover_lost_jobs(after=after) + soak_recover(after=after)
+    """Settle node jobs whose worker died, re-attach soaks whose driver stopped (its agents
+    on the nodes kept running; the gap is recorded) and issue the signed reports of decisions
+    that lack theirs; one line per run recovered. Safe to call from anywhere, any number of
+    times."""
+    return (recover_lost_jobs(after=after) + soak_recover(after=after)
+            + reports_missing_recover(after=after))
+
+
+def reports_missing_recover(*, after: timedelta | None = None) -> list[str]:
+    """A decision whose signed report is missing (a worker killed while rendering it, a full
+    disk) does not count for its gate: ring ``runners.decision_report_issue`` for each one
+    older than ``after`` (default the lost threshold) that is still its gate's latest. Issuing
+    is idempotent (the decision's row lock), so racing a live worker stores nothing twice; a
+    failure ends the run as an error saying so, and the next sweep tries again."""
+    cutoff = timezone.now() - (after if after is not None else lost_after())
+    lines = []
+    for decision in (Decision.objects.unreported().filter(decided_at__lt=cutoff)
+                     .select_related("gate", "gate_run").order_by("decided_at", "id")):
+        if not decision_is_latest(decision):
+            continue  # superseded by a later decision on its gate: it never counts
+        what = (f"{decision.gate_run}: decision {decision.outcome} of "
+                f"{decision.decided_at:%Y-%m-%d %H:%M:%S} UTC has no signed report")
+        try:
+            ring("runners.decision_report_issue", decision_id=decision.id)
+        except Exception as error:  # a sweep goes on; the next one tries again
+            logger.exception("the report of decision %s could not be asked for", decision.id)
+            lines.append(f"{what}; issuing it could not be asked for: {error}")
+            continue
+        decision.refresh_from_db()
+        issued = hasattr(decision, "report")
+        lines.append(f"{what}: " + ("issued" if issued else "issuing asked for"))
+    return lines

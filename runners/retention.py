@@ -3,7 +3,7 @@
 A probe run's stdout (its raw output) may be pruned from the database only when all of this
 holds:
 
-- its engagement is accepted (every gate passed: ``gates.services.decision_record`` sets the
+- its engagement is accepted (every gate passed: ``gates.services.decision_settle`` sets the
   state), and the last decision was recorded at least N days ago;
 - the run is over (not running or parsing) and its stdout is still stored;
 - a signed report of the engagement embeds it: the report file still hashes to its row's

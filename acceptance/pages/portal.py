@@ -117,7 +117,7 @@ def portal_rows(engagements: QuerySet[Engagement], today: date) -> list[PortalEn
     series, signed = _series(engagements)
     engagements = engagements.select_related("customer").prefetch_related(
         Prefetch("gates", queryset=Gate.objects.order_by("order").prefetch_related(
-            Prefetch("decisions", queryset=Decision.objects
+            Prefetch("decisions", queryset=Decision.objects.select_related("report")
                      .prefetch_related("verdicts").order_by("-decided_at", "-id")))))
     rows = []
     for engagement in engagements.order_by("name"):

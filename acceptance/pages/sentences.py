@@ -33,6 +33,10 @@ def gate_sentence(gate: Gate, decision: Decision | None, today: date) -> str:
             "gate": title, "date": day(gate.due_date),
             "when": days_text(gate.due_date, today)}
     when = day(decision.decided_at)
+    if not hasattr(decision, "report"):  # a decision counts only with its signed report
+        return _("%(gate)s was decided %(outcome)s on %(date)s, but its signed report is not "
+                 "issued yet: it does not count until it is (recovery issues it).") % {
+            "gate": title, "outcome": _(decision.outcome), "date": when}
     if decision.outcome == Decision.Outcome.PASSED:
         count = len(decision.verdicts.all())
         return ngettext("%(gate)s passed on %(date)s: its %(count)d criterion was met.",

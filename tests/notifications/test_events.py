@@ -56,7 +56,9 @@ def test_a_failing_listener_neither_stops_the_decision_nor_the_notice(
 
 def test_a_run_that_failed_is_told_with_its_reason(
         smtp_server, acme, pm, engineer, customer, django_capture_on_commit_callbacks):
-    decision = decide(acme.gates.get(code="G1"), G1_HEALTHY, "passed")
+    decision = decide(acme.gates.get(code="G1"), G1_HEALTHY, "passed", settle=False)
+    GateRun.objects.filter(id=decision.gate_run_id).update(state=GateRun.State.EVALUATING)
+    decision.gate_run.refresh_from_db()  # a report fails while its run is evaluating
     with django_capture_on_commit_callbacks(execute=True):
         gate_run_report_failed(decision=decision, error=RuntimeError("no signing key"))
     [subject] = _subjects(smtp_server, "pat-pm@example.com")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from acceptance.models import AuditEntry, Engagement
 from gates import evaluation
 from gates.models import Decision
-from gates.services import decision_record
+from gates.services import decision_record, decision_settle
 from reports.evidence import embedded_files
 from reports.services import report_issue, report_reissue
 from reports.signing import verify_pdf
@@ -31,8 +31,10 @@ def decide(ledger, code: str):
     run = ledger.run(GateRun.State.DONE, code=code)
     criteria = list(gate.criteria.all())
     verdicts = [evaluation.Verdict(c.key, "pass", 1.0, f"{c.key}: pass") for c in criteria]
-    return run, decision_record(gate_run=run, verdicts=verdicts, criteria=criteria,
-                                outcome="passed")
+    decision = decision_record(gate_run=run, verdicts=verdicts, criteria=criteria,
+                               outcome="passed")
+    decision_settle(decision=decision)  # as the service does once the signed report is in
+    return run, decision
 
 
 def stored(ledger, run, probe, stdout):

@@ -14,7 +14,7 @@ from django.utils import timezone
 from acceptance.models import Membership, Organisation
 from gates import evaluation
 from gates.models import Gate
-from gates.services import decision_record, engagement_create
+from gates.services import decision_record, decision_settle, engagement_create
 from reports.models import Report
 from runners.models import GateRun
 
@@ -77,15 +77,20 @@ def nobody(db):
 
 
 def decide(gate: Gate, figures: dict[str, tuple[str, float]], outcome: str,
-           started_by: str = "erin-engineer"):
-    """Record a decision on ``gate`` as the service would after a run (no SSH)."""
+           started_by: str = "erin-engineer", settle: bool = True):
+    """Record a decision on ``gate`` as the service would after a run (no SSH); ``settle``:
+    move the gate as the service does once the signed report is in (``report_for`` or
+    ``report_issue`` add the report)."""
     attempt = gate.runs.count() + 1
     gate_run = GateRun.objects.create(gate=gate, attempt=attempt, started_by=started_by,
                                       state=GateRun.State.DONE, finished_at=timezone.now())
     verdicts = [evaluation.Verdict(key, verdict, measured, f"{key}: {verdict}")
                 for key, (verdict, measured) in figures.items()]
-    return decision_record(gate_run=gate_run, verdicts=verdicts,
-                           criteria=list(gate.criteria.all()), outcome=outcome)
+    decision = decision_record(gate_run=gate_run, verdicts=verdicts,
+                               criteria=list(gate.criteria.all()), outcome=outcome)
+    if settle:
+        decision_settle(decision=decision)
+    return decision
 
 
 def report_for(decision, directory, content: bytes = b"%PDF-1.7\n% a stand-in report\n"):

@@ -1,8 +1,9 @@
 """``manage.py import_evidence ENGAGEMENT GATE BUNDLE [BUNDLE …] [--confirm --reason '…']``.
 
 Verifies the bundles whole (one per node of the gate, at most ``runners.evidence.MAX_BUNDLES``),
-stores them as imported evidence and evaluates the gate as ``run_gate`` does, printing the same
-table. On a gate that has passed the import is a re-run: it needs ``--confirm`` and ``--reason``
+stores them as imported evidence and evaluates the gate as ``run_gate`` does (with a broker a
+worker decides it, and the command waits for that, ``--timeout``), printing the same table. On
+a gate that has passed the import is a re-run: it needs ``--confirm`` and ``--reason``
 (recorded in the audit trail), as ``run_gate`` does. Exit status: 0 passed, 1 stopped,
 2 refused (nothing stored) or no decision.
 """
@@ -33,8 +34,12 @@ class Command(RunGateCommand):
                                  "new decision replaces the pass)")
         parser.add_argument("--reason", default="",
                             help="why a passed gate is decided again (the audit trail)")
+        parser.add_argument("--timeout", type=float, default=3600,
+                            help="seconds to wait for the decision when a worker evaluates "
+                                 "it (a broker is configured; default 1 h)")
 
-    def handle(self, *args, engagement, gate, bundles, imported_by, confirm, reason, **options):
+    def handle(self, *args, engagement, gate, bundles, imported_by, confirm, reason, timeout,
+               **options):
         found = Engagement.objects.filter(name=engagement).first()
         if found is None:
             self.fail(f"error: no engagement named {engagement!r}")
@@ -60,4 +65,5 @@ class Command(RunGateCommand):
                 sys.exit(EXIT_FAILED)
         self.stdout.write(f"{found.name} {gate_obj.code}: imported run #{gate_run.attempt} "
                           f"from {len(data)} bundle(s)")
+        self.wait(gate_run, timeout)  # with a broker a worker decides it: wait as run_gate does
         self.finish(gate_run)

@@ -25,6 +25,8 @@ EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
 
 class Command(BaseCommand):
     help = "Run a gate's probes on the engagement's nodes and decide pass / stop."
+    #: how often a waiting command runs recovery itself (a dead worker, a missing report)
+    RECOVERY_EVERY_S = 30.0
 
     def add_arguments(self, parser):
         parser.add_argument("engagement", help="engagement name, e.g. lab-healthy")
@@ -87,21 +89,26 @@ class Command(BaseCommand):
         self.stdout.write(f"{found.name} {gate_obj.code} {gate_obj.name}: run #{gate_run.attempt} "
                           f"(gate run id {gate_run.id}) dispatched to "
                           f"{gate_run.node_jobs.count()} node(s)")
+        self.wait(gate_run, timeout)
+        self.finish(gate_run)
+
+    def wait(self, gate_run, timeout: float) -> None:
+        """Wait until ``gate_run`` is over (a worker decides it when a broker is configured),
+        running recovery now and then so that a dead worker cannot keep us waiting."""
         deadline = time.monotonic() + timeout
-        next_recovery = time.monotonic() + 30
+        next_recovery = time.monotonic() + self.RECOVERY_EVERY_S
         while True:
             gate_run.refresh_from_db()
             if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED,
                                   GateRun.State.CANCELLED):
-                break
+                return
             if time.monotonic() > next_recovery:  # a dead worker must not keep us waiting
                 runs_recover()
-                next_recovery = time.monotonic() + 30
+                next_recovery = time.monotonic() + self.RECOVERY_EVERY_S
             if time.monotonic() > deadline:
                 self.fail(f"error: no decision after {timeout:g} s; run #{gate_run.attempt} is "
                           f"still {gate_run.state}")
             time.sleep(0.5)
-        self.finish(gate_run)
 
     def wait_soak(self, engagement, gate, gate_run, timeout: float) -> None:
         """Wait for the soak's decision, printing its progress now and then."""
@@ -158,6 +165,9 @@ class Command(BaseCommand):
         if gate_run.state == GateRun.State.CANCELLED:
             self.fail(f"run cancelled by {gate_run.cancel_requested_by} (no decision)")
         if gate_run.state == GateRun.State.FAILED:
+            if hasattr(gate_run, "decision"):  # decided, its signed report missing: not counted
+                self.fail(f"run failed (its decision has no signed report yet): "
+                          f"{gate_run.error}")
             self.fail(f"run failed (no decision): {gate_run.error}")
         decision = gate_run.decision
         self.print_table(decision)
