@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gates import derivations, evaluation
 from gates.services import node_array_line_rates
 from runners.models import GateRun
+from runners.outputs import output_bytes
 from runners.parsers import parse_output
 from runners.parsers.base import ParseError
 
@@ -55,7 +56,7 @@ def gate_run_reevaluate(*, gate_run: GateRun) -> Reevaluation:
         if run.exit_code not in (0, None) and not recorded:
             continue  # never parsed: the command itself failed
         try:
-            fresh_list = parse_output(run.parser, bytes(run.stdout))
+            fresh_list = parse_output(run.parser, output_bytes(run, "stdout"))
         except ParseError as error:
             if recorded:
                 result.measurement_changes.append(f"{where}: now unparseable: {error}")
