@@ -184,7 +184,8 @@ def evidence_check(data: bytes) -> EvidenceCheck:
     if stray:
         problems.append("attachments the summary does not list: " + ", ".join(stray[:5]))
     if problems:
-        return EvidenceCheck(False, "; ".join(problems), len(files), len(runs), matched, problems)
+        return EvidenceCheck(False, "; ".join(problems), files=len(files), runs=len(runs),
+                             matched=matched, problems=problems)
     return EvidenceCheck(True, f"embedded evidence matches: {matched} raw output"
                                f"{'s' if matched != 1 else ''} hash to the summary",
-                         len(files), len(runs), matched)
+                         files=len(files), runs=len(runs), matched=matched)
