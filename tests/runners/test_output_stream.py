@@ -11,16 +11,24 @@ import io
 import json
 import os
 import stat
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from django.utils import timezone
+from pypdf import PdfReader
+from pypdf.errors import LimitReachedError
+from weasyprint import Attachment
 
+from reports.evidence import SUMMARY_NAME, embedded_digests, evidence_check
+from reports.render import render_html_pdf
 from runners import outputs
 from runners.execution import _JobContext, probe_run_execute
 from runners.live import output_read
 from runners.models import GateRun, NodeJob, ProbeRun
+from runners.pages import LogCursor, log_advance
 from runners.probes import probe
 from runners.transport import SSHConnection
 
@@ -121,16 +129,11 @@ def test_a_pruned_output_says_when(lab):
     ProbeRun.objects.filter(id=run.id).update(stdout_pruned_at=when)
     piece = output_read(run.id)
     assert (piece.data, piece.finished, piece.pruned_at) == (b"", True, when)
-    from runners.pages import LogCursor, log_advance
-
     pieces, _cursor, _done = log_advance(job.gate_run, LogCursor(run.id, 0, 0, True, False))
     assert f"stdout pruned on {when:%Y-%m-%d}" in "".join(p.text for p in pieces)
 
 
 def test_the_stated_cap_must_be_a_number_the_storage_accepts(tmp_path):
-    import subprocess
-    import sys
-
     env = {**os.environ, "ACCEPTANCE_VAR_DIR": str(tmp_path), "ACCEPTANCE_OUTPUT_CAP_BYTES": "0"}
     done = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).parents[2],
                           env=env, capture_output=True, text=True, timeout=120)
@@ -142,13 +145,6 @@ def test_the_stated_cap_must_be_a_number_the_storage_accepts(tmp_path):
 def test_report_evidence_of_more_than_75_mb_verifies_without_whole_decompression():
     """A real WeasyPrint PDF/A-3 with an 80 MB attachment: pypdf's own reader stops at 75 MB;
     the report's check hashes it as it inflates, in 1 MiB blocks."""
-    from pypdf import PdfReader
-    from pypdf.errors import LimitReachedError
-    from weasyprint import Attachment
-
-    from reports.evidence import SUMMARY_NAME, embedded_digests, evidence_check
-    from reports.render import render_html_pdf
-
     big = b"fio: read: IOPS=16.0M\n" * (80_000_000 // 22)
     name = "evidence/001-array-nvme_inventory.out"
 
