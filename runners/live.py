@@ -142,12 +142,7 @@ def output_read(run_id: int, *, stream: str = "stdout", offset: int = 0,
             return OutputSlice(data, offset + len(data), False, ProbeRun.State.RUNNING)
     run = ProbeRun.objects.defer("stdout" if stream == "stderr" else "stderr").get(id=run_id)
     pruned_at = run.stdout_pruned_at if stream == "stdout" else None
-    if pruned_at is not None:  # retention: nothing stored to read (the report embeds it)
-        size = 0
-    elif getattr(run, f"{stream}_file"):
-        size = getattr(run, f"{stream}_size")
-    else:  # an older row: the bytes are in the database (or were pruned)
-        size = len(getattr(run, stream))
+    size = outputs.output_size(run, stream)  # 0 when pruned (the signed report embeds it)
     data = outputs.output_range(run, stream, offset, limit)
     return OutputSlice(data, offset + len(data), offset + len(data) >= size, run.state,
                        pruned_at)

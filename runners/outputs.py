@@ -151,7 +151,28 @@ def output_open(run, stream: str) -> IO[bytes] | None:
             return open(file_path(name), "rb")  # noqa: SIM115 - the caller closes it
         except FileNotFoundError:
             return None
-    return io.BytesIO(bytes(getattr(run, stream)))
+    held = bytes(getattr(run, stream))
+    if not held:  # a run its worker never finished (lost): what reached its live file stays
+        try:
+            return open(live_path(run.id, stream), "rb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            pass
+    return io.BytesIO(held)
+
+
+def output_size(run, stream: str) -> int:
+    """Bytes :func:`output_open` serves for ``stream`` (without reading them)."""
+    if stream == "stdout" and run.stdout_pruned_at is not None:
+        return 0
+    if getattr(run, f"{stream}_file"):
+        return int(getattr(run, f"{stream}_size"))
+    held = len(getattr(run, stream))
+    if not held:
+        try:
+            return live_path(run.id, stream).stat().st_size
+        except FileNotFoundError:
+            return 0
+    return held
 
 
 def output_range(run, stream: str, offset: int, limit: int) -> bytes:

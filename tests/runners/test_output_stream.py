@@ -171,3 +171,21 @@ def test_report_evidence_of_more_than_75_mb_verifies_without_whole_decompression
         wrong.summary)
     with pytest.raises(ValueError):
         embedded_digests(b"not a pdf")
+
+
+def test_a_lost_runs_partial_output_stays_readable(lab):
+    """A worker killed mid-probe never renames its live file: recovery fails the run, and the
+    bytes that reached the file are still served (nothing lost)."""
+    node, job = _setup(lab, 24)
+    run = ProbeRun.objects.create(
+        gate_run=job.gate_run, node=node, probe="nvme_inventory", parser="nvme_list",
+        parser_version="1", command="nvme list -o json", started_at=timezone.now())
+    live = outputs.StreamFile(outputs.live_path(run.id, "stdout"), 1 << 20)
+    live.write(b'{"Devices": [')
+    live.flush()
+    ProbeRun.objects.filter(id=run.id).update(stdout_size=13)
+    assert output_read(run.id).data == b'{"Devices": ['  # live, while it runs
+    ProbeRun.objects.filter(id=run.id).update(state=ProbeRun.State.FAILED, error_kind="lost")
+    piece = output_read(run.id, offset=1, limit=100)
+    assert (piece.data, piece.finished) == (b'"Devices": [', True)
+    live.discard()
