@@ -5,6 +5,8 @@
 - ``database/postgresql.dump`` (``pg_dump --format=custom``) or ``database/acceptance.sqlite3``
   (SQLite's online backup API, consistent while the service runs);
 - ``reports/…``: everything under ``REPORTS_DIR``;
+- ``outputs/…``: the stored raw outputs under ``OUTPUTS_DIR`` (files named by their sha256;
+  the live files of runs still going are left out);
 - ``signing/dev/…``: the development signer and CA under ``SIGNING_DIR``;
   ``signing/configured/NAME``: the PKCS#12 of ``REPORT_SIGNING_PKCS12`` and ``trust/NAME`` the
   ``REPORT_TRUST_ROOTS`` files, where configured (their passphrase stays in the environment);
@@ -172,6 +174,10 @@ def _tree(directory: Path, prefix: str) -> list[tuple[str, Path]]:
 
 def _file_members() -> list[tuple[str, Path]]:
     members = _tree(Path(settings.REPORTS_DIR), "reports")
+    # Stored raw outputs (content-addressed, runners.outputs); a running probe's live file is
+    # not evidence yet and stays out.
+    members += [(name, path) for name, path in _tree(Path(settings.OUTPUTS_DIR), "outputs")
+                if not name.startswith("outputs/live/")]
     members += _tree(Path(settings.SIGNING_DIR), "signing/dev")
     if settings.REPORT_SIGNING_PKCS12:
         p12 = Path(settings.REPORT_SIGNING_PKCS12)
@@ -316,6 +322,7 @@ def _unpack(archive: Path, staging: Path) -> dict:
 def _destinations(manifest: dict) -> list[tuple[str, Path]]:
     """Where each file member goes in this installation."""
     places = {"reports": Path(settings.REPORTS_DIR), "signing/dev": Path(settings.SIGNING_DIR),
+              "outputs": Path(settings.OUTPUTS_DIR),
               "signing/configured": Path(settings.VAR_DIR) / "restored" / "signing",
               "trust": Path(settings.VAR_DIR) / "restored" / "trust"}
     found = []

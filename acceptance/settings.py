@@ -266,6 +266,18 @@ SIGNING_TSA_TIMEOUT_S = own("float", "SIGNING_TSA_TIMEOUT_S", legacy=("SIGNING_T
 SIGNING_TSA_TRUST_ROOTS = own("list", "SIGNING_TSA_TRUST_ROOTS",
                               legacy=("SIGNING_TSA_TRUST_ROOTS",), default=[])
 
+# Raw outputs of probe runs: content-addressed files (runners.outputs), streamed as they arrive.
+OUTPUTS_DIR = Path(own("str", "OUTPUTS_DIR", default=str(VAR_DIR / "outputs")))
+# Each stream of a probe run is stored up to this many bytes, exactly; more fails the run as
+# output_cap with the first OUTPUT_CAP_BYTES kept and hashed (the remote command is killed).
+OUTPUT_CAP_BYTES = own("int", "OUTPUT_CAP_BYTES", default=256 << 20)
+if not 1 <= OUTPUT_CAP_BYTES <= 1 << 40:
+    _refuse(f"ACCEPTANCE_OUTPUT_CAP_BYTES must be 1 … {1 << 40} bytes, not {OUTPUT_CAP_BYTES}")
+# A parser reads a stored output whole; a larger one fails as parse (kept, never read whole).
+PARSE_MAX_BYTES = own("int", "PARSE_MAX_BYTES", default=32 << 20)
+if PARSE_MAX_BYTES < 1:
+    _refuse(f"ACCEPTANCE_PARSE_MAX_BYTES must be a positive number, not {PARSE_MAX_BYTES}")
+
 # Lab nodes (local OpenSSH servers with stand-in tools) live here.
 LAB_DIR = VAR_DIR / "lab"
 

@@ -4,8 +4,9 @@ Figure (TARGETS.md): one command that prints ``--mib`` MiB (default 10) of log l
 stdout, run on a lab node (a real sshd on loopback) two ways, interleaved, ``--runs`` times:
 
 * through the service: ``runners.execution.probe_run_execute`` — SSH with the pinned host key,
-  the output stored as it arrives (``OutputChunk`` rows every 0.5 s or 256 KiB, what the live
-  run page and ``tail_run --follow`` read), then folded into the probe run with its sha256;
+  the output streamed to its live file as it arrives (flushed and its size on the row every
+  0.5 s: what the live run page and ``tail_run --follow`` read), hashed on the way, then
+  renamed to its sha256 name (``runners.outputs``);
 * the anchor: OpenSSH's ``ssh -p PORT host CMD > file`` with the same command line.
 
 The command prints its 10 MB of log lines on stderr, as tools print their progress and log, and
@@ -104,7 +105,8 @@ def main() -> None:
     original_flush = live.OutputRecorder.flush
 
     def counting_flush(self):
-        flushed["bytes"] += sum(len(b) for b in self.pending.values())
+        # bytes made readable to live readers so far (the live files' sizes at this flush)
+        flushed["bytes"] = sum(f.size for f in self.files.values())
         flushed["flushes"] += 1
         original_flush(self)
 
@@ -146,7 +148,7 @@ def main() -> None:
             assert run.exit_code == 0 and run.state == "parsed", (run.state, run.error)
             assert flushed["bytes"] == size + len(RESULT) + 1, (
                 f"the live store received {flushed['bytes']} bytes, not {size}")
-            stored = bytes(run.stderr)
+            stored = run.raw("stderr")
             assert run.stderr_size == size and len(stored) == size
             assert hashlib.sha256(stored).hexdigest() == expected_sha, (
                 "stored bytes differ from plain ssh's")

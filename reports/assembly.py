@@ -29,6 +29,7 @@ from reports.models import Report
 from reports.render import django_language
 from runners.charts import gate_run_charts
 from runners.models import GateRun
+from runners.outputs import output_bytes
 from runners.probes import PROBES
 from runners.soak.report import soak_report_section
 
@@ -67,7 +68,7 @@ def _section(decision: Decision) -> GateSection:
     # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
     for run in (gate_run.evidence_probe_runs().select_related("node")
                 .order_by("started_at", "id")):
-        raw = bytes(run.stdout)
+        raw: bytes | None = output_bytes(run, "stdout")
         if run.stdout_pruned_at is not None:  # retention: read back from a signed report
             raw = embedded_output(Report.objects.filter(engagement_id=gate.engagement_id)
                                   .order_by("-id").values_list("path", flat=True),

@@ -5,7 +5,9 @@ A report embeds (PDF/A-3 associated files) the raw output of every run it lists,
 criteria with measured values, units, thresholds and sources, and every run with the sha256 of
 its raw output and the name of its attachment. ``evidence_check`` reads a PDF's attachments with
 pypdf and says whether each run's attachment is there and hashes to the sha256 the summary (and
-the printed appendix) gives.
+the printed appendix) gives — hashing each attachment as it is inflated, block by block, so a
+256 MiB raw output is verified without being decompressed whole (pypdf's own decoder stops at
+75 MB) and without being parsed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ import hashlib
 import io
 import json
 import re
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from pypdf import PdfReader
+from pypdf.errors import PyPdfError
 
 SUMMARY_NAME = "summary.json"
 SUMMARY_FORMAT = "acceptance-report/1"
@@ -39,22 +46,89 @@ class EvidenceCheck:
     problems: list[str] = field(default_factory=list)
 
 
-def embedded_files(data: bytes) -> dict[str, bytes]:
-    """The PDF's embedded files by name (the newest revision's). Raises ValueError when the PDF
-    cannot be read."""
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
+_BLOCK = 1 << 20
 
+
+def _filters(stream) -> list[str]:
+    found = stream.get("/Filter")
+    if found is None:
+        return []
+    found = found.get_object()
+    return [str(f) for f in found] if isinstance(found, list) else [str(found)]
+
+
+def _decoded_blocks(stream) -> Iterator[bytes]:
+    """The decoded bytes of an embedded file stream, block by block: Flate (what WeasyPrint
+    writes) is inflated incrementally, so no block is larger than ``_BLOCK`` and no limit of a
+    whole-stream decoder applies; another filter is decoded by pypdf (its limits stand)."""
+    filters = _filters(stream)
+    params = stream.get("/DecodeParms")
+    raw = stream._data  # the stream's encoded bytes (pypdf keeps them; get_data() decodes all)
+    if not filters:
+        for start in range(0, len(raw), _BLOCK):
+            yield raw[start:start + _BLOCK]
+        return
+    if filters != ["/FlateDecode"] or params:
+        yield stream.get_data()
+        return
+    inflate = zlib.decompressobj()
+    for start in range(0, len(raw), _BLOCK):
+        pending = raw[start:start + _BLOCK]
+        while pending:
+            block = inflate.decompress(pending, _BLOCK)
+            pending = inflate.unconsumed_tail
+            if block:
+                yield block
+    if tail := inflate.flush():
+        yield tail
+
+
+def _embedded_streams(data: bytes) -> Iterator[tuple[str, object]]:
+    """``(name, file stream)`` of every embedded file (the newest revision's), as they come."""
+    reader = PdfReader(io.BytesIO(data), strict=False)
+    for item in reader.attachment_list:
+        yield item.name, item._embedded_file  # the stream object, not yet decoded
+
+
+_READ_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, zlib.error)
+
+
+def embedded_digests(data: bytes) -> dict[str, tuple[str, int]]:
+    """sha256 and size of each embedded file by name, hashed as it is inflated (never one
+    file whole in memory: a 256 MiB raw output is checked in 1 MiB blocks). A name given twice
+    with differing contents is reported as its own entry. Raises ValueError when the PDF
+    cannot be read."""
     try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        found = {}
-        for name, contents in reader.attachments.items():
-            # a name given twice is a defect in itself: keep the last and compare all below
-            found[name] = contents[-1]
-            if len(contents) > 1 and any(c != contents[-1] for c in contents):
-                found[name + " (duplicate name, differing contents)"] = contents[0]
+        found: dict[str, tuple[str, int]] = {}
+        for name, stream in _embedded_streams(data):
+            digest, size = hashlib.sha256(), 0
+            for block in _decoded_blocks(stream):
+                digest.update(block)
+                size += len(block)
+            entry = (digest.hexdigest(), size)
+            if name in found and found[name] != entry:
+                found[name + " (duplicate name, differing contents)"] = found[name]
+            found[name] = entry
         return found
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except _READ_ERRORS as e:
+        raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
+
+
+def embedded_files(data: bytes, only: set[str] | None = None) -> dict[str, bytes]:
+    """The PDF's embedded files by name (the newest revision's), each read whole: ``only``
+    those names when given (the summary). Raises ValueError when the PDF cannot be read."""
+    try:
+        found = {}
+        for name, stream in _embedded_streams(data):
+            if only is not None and name not in only:
+                continue
+            content = b"".join(_decoded_blocks(stream))
+            # a name given twice is a defect in itself: keep the last and compare all below
+            if name in found and found[name] != content:
+                found[name + " (duplicate name, differing contents)"] = found[name]
+            found[name] = content
+        return found
+    except _READ_ERRORS as e:
         raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
 
 
@@ -64,22 +138,23 @@ def embedded_output(paths, sha256: str) -> bytes | None:
     for path in paths:
         try:
             with open(path, "rb") as handle:
-                files = embedded_files(handle.read())
+                data = handle.read()
+            names = [name for name, (digest, _size) in embedded_digests(data).items()
+                     if name.startswith("evidence/") and digest == sha256]
+            if names:
+                return embedded_files(data, only={names[0]}).get(names[0])
         except (OSError, ValueError):
             continue
-        for name, content in files.items():
-            if name.startswith("evidence/") and hashlib.sha256(content).hexdigest() == sha256:
-                return content
     return None
 
 
 def evidence_check(data: bytes) -> EvidenceCheck:
     """Compare every run the embedded summary lists with its embedded raw output. Never raises."""
     try:
-        files = embedded_files(data)
+        files = embedded_digests(data)
+        raw = embedded_files(data, only={SUMMARY_NAME}).get(SUMMARY_NAME)
     except ValueError as e:
         return EvidenceCheck(False, str(e))
-    raw = files.get(SUMMARY_NAME)
     if raw is None:
         # Reports issued before evidence was embedded carry none: nothing to contradict. A
         # summary removed from a signed report breaks its signature, which is reported there.
@@ -96,11 +171,10 @@ def evidence_check(data: bytes) -> EvidenceCheck:
     for run in runs:
         name = run["attachment"]
         listed.add(name)
-        content = files.get(name)
-        if content is None:
+        if name not in files:
             problems.append(f"run {run.get('number')}: attachment {name} is missing")
             continue
-        digest = hashlib.sha256(content).hexdigest()
+        digest = files[name][0]
         if digest != run.get("sha256"):
             problems.append(f"run {run.get('number')}: {name} hashes to {digest[:16]}…, "
                             f"the summary says {str(run.get('sha256'))[:16]}…")
@@ -110,7 +184,8 @@ def evidence_check(data: bytes) -> EvidenceCheck:
     if stray:
         problems.append("attachments the summary does not list: " + ", ".join(stray[:5]))
     if problems:
-        return EvidenceCheck(False, "; ".join(problems), len(files), len(runs), matched, problems)
+        return EvidenceCheck(False, "; ".join(problems), files=len(files), runs=len(runs),
+                             matched=matched, problems=problems)
     return EvidenceCheck(True, f"embedded evidence matches: {matched} raw output"
                                f"{'s' if matched != 1 else ''} hash to the summary",
-                         len(files), len(runs), matched)
+                         files=len(files), runs=len(runs), matched=matched)

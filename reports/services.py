@@ -403,7 +403,8 @@ def _engagement_of(vendor_revision: bytes) -> Engagement | None:
     if report is not None:
         return report.engagement
     try:
-        summary = json.loads(embedded_files(vendor_revision).get(SUMMARY_NAME, b"{}"))
+        summary = json.loads(embedded_files(vendor_revision, only={SUMMARY_NAME}).get(
+            SUMMARY_NAME, b"{}"))
         name = str(summary.get("engagement") or "")
     except (ValueError, AttributeError):
         return None

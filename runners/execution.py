@@ -23,7 +23,7 @@ from acceptance.models import Node
 from runners import intake
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
 from runners.live import OutputRecorder, cancel_requested, heartbeat
-from runners.models import GateRun, Measurement, NodeJob, OutputChunk, ProbeRun
+from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS
 from runners.plans import node_steps
 from runners.probes import Probe, ProbeParameterError, kill_command, probe
@@ -31,6 +31,7 @@ from runners.probes.base import NODE_ROOT, scratch_command
 from runners.transport import (
     CommandCancelled,
     CommandTimeout,
+    OutputCapReached,
     SSHConnection,
     TransportError,
 )
@@ -76,11 +77,12 @@ def _tool_version(ctx: _JobContext, spec: Probe) -> Future:
     return ctx.versions[key]
 
 
-def _fold_output(run: ProbeRun, recorder: OutputRecorder, stdout: bytes, stderr: bytes) -> None:
-    """The full raw output replaces the live chunks (one copy kept), capped as stated."""
-    intake.raw_output_keep(run, stdout=stdout, stderr=stderr)
+def _fold_output(run: ProbeRun, recorder: OutputRecorder) -> None:
+    """The live files become the stored raw output (renamed to their sha256), indexed on the
+    row; nothing of it is held in memory."""
+    intake.raw_output_record(run, recorder.finish(), cap=recorder.cap,
+                             simulated=recorder.simulated)
     run.progress = recorder.progress
-    OutputChunk.objects.filter(probe_run=run).delete()
 
 
 def _scratch_make(ctx: _JobContext) -> str:
@@ -141,17 +143,25 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
     recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15
-    fields = ["exit_code", "stdout", "stderr", "stdout_sha256", "finished_at", "simulated",
-              "state", "error_kind", "error", "tool_version", "stdout_size", "stderr_size",
-              "progress"]
+    fields = ["exit_code", "finished_at", "state", "error_kind", "error", "tool_version",
+              "progress", *intake.OUTPUT_FIELDS]
     try:
         result = ctx.connection.run(sent, timeout=seconds, on_output=recorder.on_output,
-                                    on_tick=recorder.on_tick)
+                                    on_tick=recorder.on_tick, keep_output=False)
+    except OutputCapReached as error:
+        _fold_output(run, recorder)
+        run.finished_at = timezone.now()
+        run.tool_version = version.result()
+        said = _kill_remote(ctx, run)
+        run.state, run.error_kind = ProbeRun.State.FAILED, "output_cap"
+        run.error = (f"{error} ({recorder.cap / (1 << 20):g} MiB): the first {recorder.cap} "
+                     f"bytes are kept and hashed, the command was stopped; remote process "
+                     f"group: {said}")
+        run.save(update_fields=fields)
+        return run
     except TransportError as error:
         recorder.flush()
-        stdout = b"".join(bytes(c.data) for c in run.chunks.filter(stream="stdout"))
-        stderr = b"".join(bytes(c.data) for c in run.chunks.filter(stream="stderr"))
-        _fold_output(run, recorder, stdout, stderr)
+        _fold_output(run, recorder)
         run.finished_at = timezone.now()
         run.tool_version = version.result()
         run.error_kind, run.error = error.kind, str(error)
@@ -167,20 +177,16 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     run.tool_version = version.result()
     run.exit_code = result.exit_code
     run.finished_at = result.finished_at
-    _fold_output(run, recorder, result.stdout, result.stderr)
+    _fold_output(run, recorder)
     if result.exit_code != 0 and cancellable and cancel_requested(run.gate_run_id):
         # The canceller killed it on the node before this worker noticed the request.
         run.state, run.error_kind = ProbeRun.State.CANCELLED, "cancelled"
         run.error = f"cancelled: the remote command ended with status {result.exit_code}"
         run.save(update_fields=fields)
         raise CommandCancelled(f"{node.name}: {spec.name} cancelled")
-    if recorder.capped:
-        run.state, run.error_kind = ProbeRun.State.FAILED, "output_cap"
-        run.error = (f"output exceeded the stored cap of {intake.OUTPUT_CAP_BYTES >> 20} MiB "
-                     f"per stream")
-    elif result.exit_code is None or not spec.parse_exit(result.exit_code):
+    if result.exit_code is None or not spec.parse_exit(result.exit_code):
         run.state = ProbeRun.State.FAILED
-        run.error_kind, run.error = intake.exit_error(result.exit_code, result.stderr)
+        run.error_kind, run.error = intake.exit_error(result.exit_code, recorder.stderr_tail)
     else:
         run.state = ProbeRun.State.PARSING
     run.save(update_fields=fields)

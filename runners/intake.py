@@ -3,35 +3,49 @@
 Every raw output enters the ledger here, whichever way it reached the service: a probe run over
 SSH (``runners.execution``), an imported evidence bundle (``runners.evidence``) or a range the
 G4 soak collected from its node agent (``runners.soak.collection``). The intake keeps the raw
-bytes first — each stream capped at :data:`OUTPUT_CAP_BYTES`, the stdout's sha256, the simulated
-mark of a stand-in tool — and only then parses them with the run's registered parser into
+bytes first — each stream a content-addressed file (``runners.outputs``) capped at the stated
+``ACCEPTANCE_OUTPUT_CAP_BYTES``, its sha256, the simulated mark of a stand-in tool — and only
+then parses them with the run's registered parser into
 :class:`~runners.models.Measurement` rows. A parse failure fails the run with kind ``parse``;
 the raw output stays, so history can be re-parsed.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
+from django.conf import settings
+
+from runners import outputs
 from runners.models import Measurement, ProbeRun
 from runners.parsers import parse_output
 from runners.parsers.base import ParseError
 from runners.probes import SIMULATED_MARKER
 
-OUTPUT_CAP_BYTES = 256 << 20  # per stream; a run whose output goes beyond it is failed, never cut
+OUTPUT_FIELDS = ["stdout", "stderr", "stdout_file", "stderr_file", "stdout_sha256",
+                 "stderr_sha256", "stdout_size", "stderr_size", "output_cap", "simulated"]
+
+
+def raw_output_record(run: ProbeRun, stored: dict[str, outputs.StoredOutput], *,
+                      cap: int, simulated: bool) -> None:
+    """Put the index of the stored files on ``run`` (the caller saves ``OUTPUT_FIELDS``)."""
+    run.stdout, run.stderr = b"", b""
+    run.stdout_file, run.stderr_file = stored["stdout"].name, stored["stderr"].name
+    run.stdout_sha256, run.stderr_sha256 = stored["stdout"].sha256, stored["stderr"].sha256
+    run.stdout_size, run.stderr_size = stored["stdout"].size, stored["stderr"].size
+    run.output_cap, run.simulated = cap, simulated
 
 
 def raw_output_keep(run: ProbeRun, *, stdout: bytes, stderr: bytes,
                     simulated: bool | None = None) -> None:
-    """Put the raw output on ``run`` (the caller saves it): each stream capped at
-    :data:`OUTPUT_CAP_BYTES`, sizes, the stored stdout's sha256 and whether a stand-in produced
-    it (``simulated``; by default: the stand-ins' marker on stderr)."""
-    run.stdout = bytes(stdout[:OUTPUT_CAP_BYTES])
-    run.stderr = bytes(stderr[:OUTPUT_CAP_BYTES])
-    run.stdout_size, run.stderr_size = len(run.stdout), len(run.stderr)
-    run.stdout_sha256 = hashlib.sha256(run.stdout).hexdigest()
-    run.simulated = (SIMULATED_MARKER.encode() in run.stderr) if simulated is None else simulated
+    """Store raw output that is already in memory (imported bundles, soak ranges) as files,
+    each stream capped at the stated cap, and put their index on ``run`` (the caller saves
+    it); ``simulated``: by default, the stand-ins' marker on stderr."""
+    cap = outputs.output_cap_bytes()
+    stored = {"stdout": outputs.output_store(stdout, cap=cap),
+              "stderr": outputs.output_store(stderr, cap=cap)}
+    raw_output_record(run, stored, cap=cap, simulated=(
+        SIMULATED_MARKER.encode() in stderr[:cap]) if simulated is None else simulated)
 
 
 def exit_error(exit_code: int | None, stderr: bytes) -> tuple[str, str]:
@@ -67,9 +81,19 @@ def measurements_store(run: ProbeRun, rows: Iterable[Measurement]) -> list[Measu
 
 def raw_output_parse(run: ProbeRun, raw: bytes | None = None) -> list[Measurement]:
     """Parse ``raw`` (the run's stored stdout by default) with the run's registered parser and
-    store the measurements; a parse failure fails the run (:func:`parse_failed`)."""
+    store the measurements; a parse failure fails the run (:func:`parse_failed`), and so does
+    a stored output larger than ``ACCEPTANCE_PARSE_MAX_BYTES`` (parsers read it whole)."""
+    if raw is None:
+        limit = int(settings.PARSE_MAX_BYTES)
+        if run.stdout_size > limit:
+            run.state, run.error_kind = ProbeRun.State.FAILED, "parse"
+            run.error = (f"stdout of {run.stdout_size} bytes is larger than the parsers read "
+                         f"({limit} bytes, ACCEPTANCE_PARSE_MAX_BYTES); the raw output is kept")
+            run.save(update_fields=["state", "error_kind", "error"])
+            return []
+        raw = outputs.output_bytes(run, "stdout")
     try:
-        parsed = parse_output(run.parser, bytes(run.stdout) if raw is None else raw)
+        parsed = parse_output(run.parser, raw)
     except ParseError as error:
         parse_failed(run, error)
         return []

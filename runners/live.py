@@ -1,11 +1,14 @@
-"""Live output of running probes: stored as it arrives, readable from any offset, watched for
-cancellation, with the worker's heartbeat.
+"""Live output of running probes: streamed to files as it arrives, readable from any offset,
+watched for cancellation, with the worker's heartbeat.
 
-``OutputRecorder`` is handed to the transport while a command runs. Output is flushed to
-``OutputChunk`` rows at least every ``FLUSH_SECONDS`` (or every ``FLUSH_BYTES``), so a reader —
+``OutputRecorder`` is handed to the transport while a command runs. Each stream is written to
+its live file (``runners.outputs.live_path``) as it arrives and hashed on the way; at least every
+``FLUSH_SECONDS`` the file is flushed and the sizes written to the ``ProbeRun``, so a reader —
 ``manage.py tail_run`` or the web page — can follow it and resume from a byte offset after a
-reconnect. Each stream is stored up to ``OUTPUT_CAP_BYTES`` (256 MiB); a run whose output goes
-beyond it is failed with kind ``output_cap`` (nothing is truncated silently).
+reconnect. Each stream is stored up to the stated cap (``ACCEPTANCE_OUTPUT_CAP_BYTES``, 256 MiB
+by default, exact): the byte beyond it raises ``OutputCapReached`` (the transport stops the
+command, the executor kills it on the node and fails the run as ``output_cap``, the first N
+bytes kept and hashed; nothing is truncated silently). Memory stays bounded whatever the size.
 """
 
 from __future__ import annotations
@@ -13,43 +16,60 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
+from runners import outputs
 from runners.models import GateRun, NodeJob, OutputChunk, ProbeRun
+from runners.probes import SIMULATED_MARKER
+from runners.transport import OutputCapReached
 
 FLUSH_SECONDS = 0.5
-FLUSH_BYTES = 4 << 20  # fast output: a few large chunks (each is one transaction), not dozens
-OUTPUT_CAP_BYTES = 256 << 20
 CANCEL_CHECK_SECONDS = 1.0
+_MARKER = SIMULATED_MARKER.encode()
 
 
 class OutputRecorder:
-    """Collects a running probe's output into chunks; heartbeats; reports a cancel request."""
+    """Streams a running probe's output to its files; heartbeats; reports a cancel request."""
 
     def __init__(self, run: ProbeRun, job: NodeJob, progress: str | None = None,
                  cancellable: bool = True) -> None:
         self.run, self.job, self.cancellable = run, job, cancellable
         self.progress_re = re.compile(progress) if progress else None
-        self.pending: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-        self.stored = {"stdout": 0, "stderr": 0}
-        self.capped = False
+        self.cap = outputs.output_cap_bytes()
+        self.files = {
+            "stdout": outputs.StreamFile(outputs.live_path(run.id, "stdout"), self.cap),
+            "stderr": outputs.StreamFile(outputs.live_path(run.id, "stderr"), self.cap,
+                                         tail=outputs.TAIL_KEEP),
+        }
+        self.capped: str | None = None  # the stream that went beyond the cap
+        self.simulated = False
+        self._carry = b""  # end of stderr so far, so the marker is found across pieces
         self.last_flush = self.last_cancel_check = time.monotonic()
         self.progress: float | None = None
 
+    @property
+    def stderr_tail(self) -> bytes:
+        return bytes(self.files["stderr"].tail)
+
     def on_output(self, stream: str, data: bytes) -> None:
-        room = OUTPUT_CAP_BYTES - self.stored[stream] - len(self.pending[stream])
-        if len(data) > room:
-            self.capped = True
-            data = data[:max(room, 0)]
-        self.pending[stream] += data
-        if stream == "stderr" and self.progress_re is not None:
-            found = self.progress_re.findall(data.decode(errors="replace"))
-            if found:
-                self.progress = min(100.0, float(found[-1]))
-        if (len(self.pending[stream]) >= FLUSH_BYTES
-                or time.monotonic() - self.last_flush >= FLUSH_SECONDS):
+        fits = self.files[stream].write(data)
+        if stream == "stderr":
+            if not self.simulated:
+                seen = self._carry + data
+                self.simulated = _MARKER in seen
+                self._carry = seen[-(len(_MARKER) - 1):]
+            if self.progress_re is not None:
+                found = self.progress_re.findall(data.decode(errors="replace"))
+                if found:
+                    self.progress = min(100.0, float(found[-1]))
+        if not fits:
+            self.capped = stream
+            self.flush()
+            raise OutputCapReached(f"{stream} went beyond the stored cap of {self.cap} bytes")
+        if time.monotonic() - self.last_flush >= FLUSH_SECONDS:
             self.flush()
 
     def on_tick(self) -> bool:
@@ -62,24 +82,25 @@ class OutputRecorder:
         return False
 
     def flush(self) -> None:
+        """Make what arrived readable (file flushed, sizes on the row) and heartbeat."""
         self.last_flush = time.monotonic()
-        chunks = []
-        for stream, buffer in self.pending.items():
-            if buffer:
-                start = self.stored[stream]
-                chunks.append(OutputChunk(probe_run=self.run, stream=stream, offset=start,
-                                          end=start + len(buffer), data=bytes(buffer)))
-                self.stored[stream] += len(buffer)
-                buffer.clear()
+        for file in self.files.values():
+            file.flush()
         now = timezone.now()
         with transaction.atomic():
-            if chunks:
-                OutputChunk.objects.bulk_create(chunks)
             ProbeRun.objects.filter(id=self.run.id).update(
-                stdout_size=self.stored["stdout"], stderr_size=self.stored["stderr"],
+                stdout_size=self.files["stdout"].size, stderr_size=self.files["stderr"].size,
                 progress=self.progress,
             )
             NodeJob.objects.filter(id=self.job.id).update(heartbeat_at=now)
+
+    def finish(self) -> dict[str, outputs.StoredOutput]:
+        """Both streams renamed to their sha256 names (the caller records them on the row)."""
+        return {stream: file.finish() for stream, file in self.files.items()}
+
+    def discard(self) -> None:
+        for file in self.files.values():
+            file.discard()
 
 
 def cancel_requested(gate_run_id: int) -> bool:
@@ -93,39 +114,49 @@ def heartbeat(job: NodeJob) -> None:
 @dataclass(frozen=True)
 class OutputSlice:
     """Bytes of one stream from ``offset``; ``next_offset`` to ask for next; ``finished`` when
-    the run has ended (no more will come)."""
+    the run has ended (no more will come); ``pruned_at`` when retention pruned the stream."""
 
     data: bytes
     next_offset: int
     finished: bool
     state: str
+    pruned_at: datetime | None = None
 
 
 def output_read(run_id: int, *, stream: str = "stdout", offset: int = 0,
                 limit: int = 1 << 20) -> OutputSlice:
     """Read a probe run's ``stream`` from byte ``offset`` (at most ``limit`` bytes), whether the
-    run is still going (chunks) or over (the stored raw output). ValueError for a bad stream or
-    offset."""
-    if stream not in ("stdout", "stderr"):
+    run is still going (its live file; chunk rows of older runs) or over (the stored file, or
+    the bytes an older row holds), by range: never the whole output. ValueError for a bad
+    stream or offset."""
+    if stream not in outputs.STREAMS:
         raise ValueError(f"stream must be stdout or stderr, not {stream!r}")
     if offset < 0:
         raise ValueError("offset must be >= 0")
-    run = ProbeRun.objects.only("state").get(id=run_id)
-    if run.state in (ProbeRun.State.RUNNING,):
-        pieces, position = [], offset
-        for chunk in OutputChunk.objects.filter(probe_run_id=run_id, stream=stream,
-                                                end__gt=offset).order_by("offset"):
-            if chunk.offset > position:
-                break
-            data = bytes(chunk.data)[position - chunk.offset:]
-            pieces.append(data)
-            position += len(data)
-            if position - offset >= limit:
-                break
-        if pieces or ProbeRun.objects.filter(id=run_id, state=ProbeRun.State.RUNNING).exists():
-            data = b"".join(pieces)[:limit]
+    run = ProbeRun.objects.only("state", f"{stream}_size").get(id=run_id)
+    if run.state == ProbeRun.State.RUNNING:
+        data = outputs.live_read(run_id, stream, offset, limit, getattr(run, f"{stream}_size"))
+        if data is None:
+            data = _chunks_read(run_id, stream, offset, limit)
+        if data or ProbeRun.objects.filter(id=run_id, state=ProbeRun.State.RUNNING).exists():
             return OutputSlice(data, offset + len(data), False, ProbeRun.State.RUNNING)
-    run = ProbeRun.objects.get(id=run_id)
-    full = bytes(getattr(run, stream))
-    data = full[offset:offset + limit]
-    return OutputSlice(data, offset + len(data), offset + len(data) >= len(full), run.state)
+    run = ProbeRun.objects.defer("stdout" if stream == "stderr" else "stderr").get(id=run_id)
+    pruned_at = run.stdout_pruned_at if stream == "stdout" else None
+    size = outputs.output_size(run, stream)  # 0 when pruned (the signed report embeds it)
+    data = outputs.output_range(run, stream, offset, limit)
+    return OutputSlice(data, offset + len(data), offset + len(data) >= size, run.state,
+                       pruned_at)
+
+
+def _chunks_read(run_id: int, stream: str, offset: int, limit: int) -> bytes:
+    pieces, position = [], offset
+    for chunk in OutputChunk.objects.filter(probe_run_id=run_id, stream=stream,
+                                            end__gt=offset).order_by("offset"):
+        if chunk.offset > position:
+            break
+        data = bytes(chunk.data)[position - chunk.offset:]
+        pieces.append(data)
+        position += len(data)
+        if position - offset >= limit:
+            break
+    return b"".join(pieces)[:limit]

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from acceptance.models import Engagement, Node
+from runners import outputs
 
 
 class GateRun(models.Model):
@@ -198,6 +199,15 @@ class ProbeRun(models.Model):
     stderr_size = models.BigIntegerField(default=0)
     host = models.CharField(max_length=253, blank=True,
                             help_text="host name the node reported (imported bundles)")
+    stdout_file = models.CharField(
+        max_length=80, blank=True, help_text="content-addressed file of stdout under "
+        "OUTPUTS_DIR (runners.outputs); empty: the bytes are in stdout (rows before files)")
+    stderr_file = models.CharField(max_length=80, blank=True,
+                                   help_text="content-addressed file of stderr, as stdout_file")
+    stderr_sha256 = models.CharField(max_length=64, blank=True)
+    output_cap = models.BigIntegerField(
+        null=True, blank=True, help_text="bytes stored at most per stream when it ran (the "
+        "stated cap; kind output_cap when more came)")
     stdout_pruned_at = models.DateTimeField(
         null=True, blank=True, help_text="when retention removed stdout from the database (a "
         "signed report embeds it; sha256 and size kept): runners.retention")
@@ -207,6 +217,11 @@ class ProbeRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.probe} on {self.node.name if self.node else 'service'}"
+
+    def raw(self, stream: str = "stdout") -> bytes:
+        """The stored ``stream`` whole (its file, or the bytes of an older row; b"" when
+        pruned). Callers that may meet a large output read ranges: ``runners.outputs``."""
+        return outputs.output_bytes(self, stream)
 
 
 class Measurement(models.Model):
@@ -242,7 +257,7 @@ class Measurement(models.Model):
 
 class OutputChunk(models.Model):
     """Output of a running probe, stored as it arrives so a reader can follow it from any
-    byte offset. Folded into ``ProbeRun.stdout``/``stderr`` when the run ends."""
+    byte offset. Rows of runs recorded before the live files of ``runners.outputs``; still read."""
 
     probe_run = models.ForeignKey(ProbeRun, on_delete=models.CASCADE, related_name="chunks")
     stream = models.CharField(max_length=6)  # stdout | stderr

@@ -84,6 +84,7 @@ class ProbeRow:
     simulated: bool
     log_url: str
     size_bytes: int = 0  # stdout + stderr, for sorting by size
+    pruned_text: str = ""  # "stdout pruned on 2027-01-05" (retention), else empty
 
 
 @dataclass
@@ -132,8 +133,16 @@ def probe_row(run: ProbeRun, gate_run_id: int) -> ProbeRow:
         exit_code=run.exit_code, size_text=_size_text(run.stdout_size + run.stderr_size),
         error_kind=run.error_kind, error=run.error, simulated=run.simulated,
         log_url=reverse("run-detail", args=[gate_run_id]) + f"?probe={run.id}#log",
-        size_bytes=run.stdout_size + run.stderr_size,
+        size_bytes=run.stdout_size + run.stderr_size, pruned_text=pruned_text(run.stdout_pruned_at),
     )
+
+
+def pruned_text(pruned_at) -> str:
+    """What a pruned stdout says in place of its bytes (retention: ``runners.retention``)."""
+    if pruned_at is None:
+        return ""
+    return _("stdout pruned on %(date)s (retention): its sha256 and size are kept and the signed "
+             "report embeds it") % {"date": f"{pruned_at:%Y-%m-%d}"}
 
 
 def node_rows(gate_run: GateRun) -> list[NodeRow]:
@@ -331,6 +340,8 @@ def log_advance(gate_run: GateRun, cursor: LogCursor,
                 finished = False
                 break
             piece = output_read(cursor.probe, stream=stream, offset=offsets[stream], limit=room)
+            if piece.pruned_at is not None and offsets[stream] == 0:
+                pieces.append(LogPiece("head", f"[{pruned_text(piece.pruned_at)}]\n"))
             data = piece.data if piece.finished else _complete_utf8(piece.data)
             if data:
                 pieces.append(LogPiece(kind, data.decode("utf-8", errors="replace")))

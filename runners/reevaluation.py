@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from gates import derivations, evaluation
 from gates.services import node_array_line_rates
 from runners.models import GateRun
+from runners.outputs import output_bytes
 from runners.parsers import PARSERS, parse_output
 from runners.parsers.base import ParseError
 
@@ -66,7 +67,7 @@ def gate_run_reevaluate(*, gate_run: GateRun) -> Reevaluation:
             result.parser_changes.append(f"{where}: parser {run.parser} "
                                          f"{run.parser_version} → {parser.PARSER_VERSION}")
         try:
-            fresh_list = parse_output(run.parser, bytes(run.stdout))
+            fresh_list = parse_output(run.parser, output_bytes(run, "stdout"))
         except ParseError as error:
             if recorded:
                 result.measurement_changes.append(f"{where}: now unparseable: {error}")

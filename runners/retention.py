@@ -1,7 +1,7 @@
 """Retention of raw outputs: off unless ``ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS`` is set.
 
-A probe run's stdout (its raw output) may be pruned from the database only when all of this
-holds:
+A probe run's stdout (its raw output: its file under ``ACCEPTANCE_OUTPUTS_DIR``, or the bytes an
+older row holds in the database) may be pruned only when all of this holds:
 
 - its engagement is accepted (every gate passed: ``gates.services.decision_settle`` sets the
   state), and the last decision was recorded at least N days ago;
@@ -12,7 +12,8 @@ holds:
   bytes to be pruned (``reports.render`` embeds each run's stdout as ``evidence/NNN-….out``).
 
 Stderr is never embedded in a report, so it is kept. What is kept of a pruned run: its sha256,
-its size, and ``stdout_pruned_at``; ``reports.evidence.embedded_output`` reads the bytes back
+its size, and ``stdout_pruned_at`` (the run and log pages say "pruned on DATE"); the file goes
+once no unpruned run shares it; ``reports.evidence.embedded_output`` reads the bytes back
 from the report that embeds them (so a later report version still carries the evidence).
 Every pruning is audited on the engagement (``AuditEntry`` ``raw_outputs_pruned``: counts,
 bytes, the sha256 list, the reports that embed them). ``dry_run`` says what would go and
@@ -33,9 +34,10 @@ from django.utils import timezone
 
 from acceptance.models import AuditEntry, Engagement
 from gates.models import Decision
-from reports.evidence import embedded_files
+from reports.evidence import embedded_digests
 from reports.models import Report
 from reports.signing import verify_pdf
+from runners import outputs
 from runners.models import ProbeRun
 
 ACTION = "raw_outputs_pruned"
@@ -84,9 +86,9 @@ def _embedded_by_sha256(engagement: Engagement, problems: list[str]) -> dict[str
         if not check.valid:
             problems.append(f"report {report.id}: {check.summary}")
             continue
-        for name, content in embedded_files(data).items():
+        for name, (digest, _size) in embedded_digests(data).items():
             if name.startswith("evidence/"):
-                found.setdefault(hashlib.sha256(content).hexdigest(), report.id)
+                found.setdefault(digest, report.id)
     return found
 
 
@@ -99,24 +101,38 @@ def _candidates(engagement: Engagement):
     return (ProbeRun.objects.filter(gate_run__gate__engagement=engagement,
                                     stdout_pruned_at__isnull=True, stdout_size__gt=0)
             .exclude(state__in=[ProbeRun.State.RUNNING, ProbeRun.State.PARSING])
-            .only("id", "stdout", "stdout_sha256", "stdout_size").order_by("id"))
+            .only("id", "stdout_file", "stdout_sha256", "stdout_size", "stdout_pruned_at")
+            .order_by("id"))
+
+
+def _stored_digest(run: ProbeRun) -> tuple[str, int]:
+    """sha256 and size of the stdout stored now, read in blocks (file or older row)."""
+    handle = outputs.output_open(run, "stdout")
+    if handle is None:
+        return "", 0
+    digest, size = hashlib.sha256(), 0
+    with handle:
+        while block := handle.read(outputs.READ_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
 
 
 def _engagement_prune(engagement: Engagement, *, dry_run: bool, now: datetime,
                       days: int, problems: list[str]) -> EngagementPrune:
     result = EngagementPrune(engagement.name)
     embedded = _embedded_by_sha256(engagement, problems)
-    pruned_ids = []
+    pruned_ids, files = [], set()
     for run in _candidates(engagement).iterator(chunk_size=200):
-        raw = bytes(run.stdout)
-        digest = hashlib.sha256(raw).hexdigest()
+        digest, size = _stored_digest(run)
         # A run whose stored sha256 is not that of its bytes is kept: it cannot be read back.
-        if not raw or digest not in embedded or run.stdout_sha256 != digest:
+        if not size or digest not in embedded or run.stdout_sha256 != digest:
             result.kept_not_embedded += 1
             continue
         pruned_ids.append(run.id)
+        files.add(run.stdout_file)
         result.probe_runs += 1
-        result.bytes += len(raw)
+        result.bytes += size
         result.sha256.append(digest)
         if embedded[digest] not in result.reports:
             result.reports.append(embedded[digest])
@@ -133,7 +149,19 @@ def _engagement_prune(engagement: Engagement, *, dry_run: bool, now: datetime,
             details={"probe_runs": result.probe_runs, "bytes": result.bytes,
                      "sha256": result.sha256, "probe_run_ids": pruned_ids,
                      "reports": result.reports, "retention_days": days})
+    _files_remove(files - {""})
     return result
+
+
+def _files_remove(names: set[str]) -> None:
+    """Remove the stored files of pruned outputs that no unpruned run still uses (files are
+    content-addressed: two runs with the same bytes share one)."""
+    still = set(ProbeRun.objects.filter(stdout_file__in=names, stdout_pruned_at__isnull=True)
+                .values_list("stdout_file", flat=True))
+    still |= set(ProbeRun.objects.filter(stderr_file__in=names)
+                 .values_list("stderr_file", flat=True))
+    for name in names - still:
+        outputs.file_path(name).unlink(missing_ok=True)
 
 
 def raw_outputs_prune(*, dry_run: bool = False, days: int | None = None,

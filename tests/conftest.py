@@ -40,6 +40,7 @@ def signing_dir(tmp_path_factory):
 def private_dirs(settings, tmp_path, signing_dir):
     settings.LAB_DIR = tmp_path / "lab"
     settings.REPORTS_DIR = tmp_path / "reports"
+    settings.OUTPUTS_DIR = tmp_path / "outputs"
     settings.SIGNING_DIR = signing_dir
     celery_app.conf.task_always_eager = True
     yield

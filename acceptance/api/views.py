@@ -399,7 +399,8 @@ class ProbeRunViewSet(ScopedViewSet):
         responses={(200, "application/octet-stream"): OpenApiResponse(
             response=OpenApiTypes.BINARY,
             description="the raw bytes from offset; headers X-Next-Offset (where to read "
-                        "next), X-Output-Finished (true when no more will come) and "
+                        "next), X-Output-Finished (true when no more will come), "
+                        "X-Output-Pruned-At (when retention pruned it) and "
                         "X-Probe-Run-State")},
         summary="raw output of the probe run, from a byte offset (live while it runs)")
     @action(detail=True, methods=["get"])
@@ -420,6 +421,8 @@ class ProbeRunViewSet(ScopedViewSet):
         response["X-Output-Offset"] = str(offset)
         response["X-Next-Offset"] = str(piece.next_offset)
         response["X-Output-Finished"] = "true" if piece.finished else "false"
+        if piece.pruned_at is not None:  # retention: the signed report embeds these bytes
+            response["X-Output-Pruned-At"] = piece.pruned_at.isoformat()
         response["X-Probe-Run-State"] = piece.state
         return response
 

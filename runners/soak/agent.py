@@ -77,7 +77,7 @@ def _golden_record(soak: Soak, agent: SoakAgent, nodes: NodePool) -> dict[str, s
         started=started)
     failed = f"{agent.node.name}: could not record the known-good answers"
     if result.exit_code != 0:
-        run.error_kind, run.error = exit_error(result.exit_code, run.stderr)
+        run.error_kind, run.error = exit_error(result.exit_code, result.stderr)
         run.state = ProbeRun.State.FAILED
         run.save(update_fields=["state", "error_kind", "error"])
         raise AgentStartFailed(f"{failed}: {run.error}")

@@ -10,6 +10,7 @@ from .errors import (
     CommandCancelled,
     CommandTimeout,
     HostKeyRejected,
+    OutputCapReached,
     TransportError,
     Unreachable,
 )
@@ -25,6 +26,6 @@ from .ssh import (
 
 __all__ = [
     "MAX_JUMP_HOSTS", "AuthenticationFailed", "CommandCancelled", "CommandResult",
-    "CommandTimeout", "HostKeyRejected", "SSHConnection", "SSHTarget", "TransportError",
-    "Unreachable", "backoff_delay", "host_key_presented", "private_key_type",
+    "CommandTimeout", "HostKeyRejected", "OutputCapReached", "SSHConnection", "SSHTarget",
+    "TransportError", "Unreachable", "backoff_delay", "host_key_presented", "private_key_type",
 ]

@@ -44,3 +44,11 @@ class CommandCancelled(TransportError):
     """The command was stopped because its run was cancelled (the connection stays usable)."""
 
     kind = "cancelled"
+
+
+class OutputCapReached(TransportError):
+    """The caller's ``on_output`` refused more output (its stated cap was reached); the command
+    was stopped and its channel closed (the connection stays usable, e.g. to kill the remote
+    process)."""
+
+    kind = "output_cap"

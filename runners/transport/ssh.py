@@ -300,7 +300,8 @@ class SSHConnection:
 
     def run(self, command: str, *, timeout: float,
             on_output: Callable[[str, bytes], None] | None = None,
-            on_tick: Callable[[], bool] | None = None) -> CommandResult:
+            on_tick: Callable[[], bool] | None = None,
+            keep_output: bool = True) -> CommandResult:
         """Run ``command`` (already quoted) and collect stdout and stderr separately.
 
         ``timeout`` (s) bounds the whole command on the client side; a command still running
@@ -309,6 +310,10 @@ class SSHConnection:
         called at least once a second and, when it returns True, the channel is closed and
         :class:`CommandCancelled` raised (the connection stays usable, e.g. to kill the remote
         process). Never retried.
+
+        ``keep_output=False``: the bytes go only to ``on_output`` (the result's streams are
+        empty), so a large output costs no memory here; ``on_output`` may raise
+        :class:`OutputCapReached` to stop the command (the channel is closed).
         """
         started = datetime.now(UTC)
         deadline = time.monotonic() + timeout
@@ -324,7 +329,8 @@ class SSHConnection:
         streams = {"stdout": bytearray(), "stderr": bytearray()}
 
         def take(stream: str, data: bytes) -> None:
-            streams[stream] += data
+            if keep_output:
+                streams[stream] += data
             if on_output is not None and data:
                 on_output(stream, data)
 

@@ -214,7 +214,7 @@ def test_the_flush_guard_refuses_a_cache_directory_on_another_device(transaction
     assert "refused: /mnt/fx is mounted from /dev/nvme7n1, not from /dev/nvme1n1" in err
     evict = g3_run(engagement).probe_runs.filter(probe="kv_cache_evict", arm="array",
                                                  state=ProbeRun.State.FAILED).first()
-    assert b"vm.drop_caches" not in bytes(evict.stderr)  # nothing flushed
+    assert b"vm.drop_caches" not in evict.raw("stderr")  # nothing flushed
 
 
 def test_g3_evidence_collected_by_script_is_decided_as_over_ssh(transactional_db, tmp_path):

@@ -98,6 +98,9 @@ def test_it_restores_a_backup_into_a_fresh_installation_and_every_report_verifie
     assert names[-1] == MANIFEST
     assert any(n.startswith("reports/lab-missing-drive/") and n.endswith(".pdf") for n in names)
     assert "keys/credentials.key" in names
+    outputs = [n for n in names if n.startswith("outputs/")]  # raw outputs, by their sha256
+    assert outputs and all(n.split("/")[-1][:2] == n.split("/")[1] for n in outputs)
+    assert not any(n.startswith("outputs/live/") for n in outputs)
     assert any(n.startswith("signing/dev/") and n.endswith(".p12") for n in names)
 
     fresh = installation(tmp_path / "fresh", fresh_db)
@@ -116,9 +119,14 @@ def test_it_restores_a_backup_into_a_fresh_installation_and_every_report_verifie
                    "print(r.path)\n"
                    "print(0 < r.signing_seconds < 60)\n"
                    "print(len(Credential.objects.first().private_key()) > 100)\n"
-                   "print(ProbeRun.objects.filter(node__isnull=False).count())")
+                   "print(ProbeRun.objects.filter(node__isnull=False).count())\n"
+                   "import hashlib\n"
+                   "print(all(hashlib.sha256(p.raw()).hexdigest() == p.stdout_sha256\n"
+                   "          and p.stdout_file for p in ProbeRun.objects.filter(\n"
+                   "          node__isnull=False)))")
     assert check.returncode == 0, check.stderr
-    path, timed, decrypts, probe_runs = check.stdout.split()[-4:]
+    path, timed, decrypts, probe_runs, raw_restored = check.stdout.split()[-5:]
+    assert raw_restored == "True"  # every raw output file restored, hashing to its row
     assert timed == "True"  # the signing time the metrics read was recorded and restored
     assert path.startswith(str(tmp_path / "fresh"))
     assert decrypts == "True"

@@ -19,7 +19,9 @@ from gates.services import decision_record, decision_settle
 from reports.evidence import embedded_files
 from reports.services import report_issue, report_reissue
 from reports.signing import verify_pdf
+from runners import outputs
 from runners.models import GateRun, ProbeRun
+from runners.pages import probe_row
 from runners.retention import raw_outputs_prune
 
 INVENTORY = b'{"Devices": [' + b'{"DevicePath": "/dev/nvme0n1"},' * 24 + b"{}]}\n"
@@ -155,3 +157,21 @@ def test_it_keeps_what_a_report_that_no_longer_verifies_embeds(accepted, setting
 def test_it_refuses_negative_days(db):
     with pytest.raises(Exception, match="must be 0 or more days"):
         call_command("raw_outputs_prune", "--days", "-1")
+
+
+def test_it_removes_the_files_of_pruned_outputs_and_says_when(accepted, settings):
+    """Runs recorded since outputs are files: pruning removes the file (no other run shares
+    it), the row keeps sha256 and size, and its pages say when it was pruned."""
+    settings.ACCEPTANCE_RAW_OUTPUT_RETENTION_DAYS = 30
+    paths = []
+    for run in accepted["embedded"]:
+        stored = outputs.output_store(bytes(run.stdout))
+        ProbeRun.objects.filter(id=run.id).update(stdout=b"", stdout_file=stored.name)
+        paths.append(outputs.file_path(stored.name))
+        assert paths[-1].exists() and stored.sha256 == run.stdout_sha256
+    assert raw_outputs_prune().probe_runs == 2
+    for run, path in zip(accepted["embedded"], paths, strict=True):
+        run.refresh_from_db()
+        assert not path.exists() and run.raw() == b"" and run.stdout_size > 0
+        assert probe_row(run, run.gate_run_id).pruned_text.startswith(
+            f"stdout pruned on {run.stdout_pruned_at:%Y-%m-%d}")

@@ -67,7 +67,7 @@ def test_it_reports_g1_and_g2_of_a_healthy_lab_with_evidence_inside(lab, languag
     assert len(summary["runs"]) == len(probe_runs) == len(attachments) - 1
     for entry, probe_run in zip(summary["runs"], probe_runs, strict=True):
         raw = attachments[entry["attachment"]]
-        assert raw == bytes(probe_run.stdout)
+        assert raw == probe_run.raw()
         assert hashlib.sha256(raw).hexdigest() == entry["sha256"] == probe_run.stdout_sha256
         assert entry["probe"] == probe_run.probe
     criteria = {c["metric"]: c for c in summary["gates"][0]["criteria"]}

@@ -236,7 +236,7 @@ def test_the_service_records_a_refused_scratch_on_the_job_and_the_probe_run(
     run_ = GateRun.objects.get(gate__engagement=engagement, gate__code="G1")
     inventory = run_.probe_runs.get(probe="nvme_inventory")
     assert inventory.exit_code == 125
-    assert b"owned by uid 65534" in bytes(inventory.stderr)
+    assert b"owned by uid 65534" in inventory.raw("stderr")
 
     with SSHConnection(node.ssh_target()) as connection:
         ctx = execution._JobContext(NodeJob(gate_run=run_, node=node), connection, {})

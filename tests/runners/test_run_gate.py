@@ -50,7 +50,7 @@ def test_it_passes_g1_and_g2_on_a_healthy_lab_with_signed_reports(lab):
     assert "nvme list -o json" in inventory.command and inventory.command.endswith("nvme-list")
     assert inventory.tool_version == "nvme version 2.11 (git 2.11)"
     import hashlib
-    assert inventory.stdout_sha256 == hashlib.sha256(bytes(inventory.stdout)).hexdigest()
+    assert inventory.stdout_sha256 == hashlib.sha256(inventory.raw()).hexdigest()
     drive_count = Measurement.objects.get(gate_run=run, metric="drive_count")
     assert (drive_count.value, drive_count.unit, drive_count.node.name) == (
         24, "1", "lab-array-controller")
@@ -203,7 +203,7 @@ def test_it_runs_real_fio_on_a_scratch_file_over_the_same_ssh_path(lab, tmp_path
     assert run.state == ProbeRun.State.PARSED, run.error
     assert not run.simulated  # the stand-in passed this through to the real fio
     assert run.tool_version.startswith("fio-")
-    document = json.loads(bytes(run.stdout))
+    document = json.loads(run.raw())
     expected = sum(job["read"]["bw_bytes"] for job in document["jobs"])
     stored = Measurement.objects.get(probe_run=run, metric="read_bandwidth")
     assert expected > 0

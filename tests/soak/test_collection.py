@@ -52,7 +52,7 @@ def test_it_stores_each_range_with_its_sha256_and_rows_at_node_time(agent):
                   nodes=Node({"windows.jsonl": WINDOW, "probes.jsonl": ROUND}))
     windows, probes = (ProbeRun.objects.get(probe=p) for p in ("soak_windows",
                                                               "soak_correctness"))
-    assert bytes(windows.stdout) == WINDOW and windows.stdout_size == len(WINDOW)
+    assert windows.raw() == WINDOW and windows.stdout_size == len(WINDOW)
     assert windows.stdout_sha256 == hashlib.sha256(WINDOW).hexdigest() and windows.simulated
     assert (windows.state, windows.parser, windows.parser_version) == (
         "parsed", "soak_windows", "1")
@@ -75,7 +75,7 @@ def test_a_range_it_cannot_read_fails_its_run_with_kind_parse(agent):
     agent_collect(soak=agent.soak, agent=agent, nodes=Node({"windows.jsonl": bad}))
     run = ProbeRun.objects.get(probe="soak_windows")
     assert (run.state, run.error_kind) == ("failed", "parse")
-    assert "soak_windows: line 2" in run.error and bytes(run.stdout) == bad
+    assert "soak_windows: line 2" in run.error and run.raw() == bad
     assert not Measurement.objects.filter(probe_run=run).exists()
     agent.refresh_from_db()
     assert agent.offsets["windows.jsonl"] == len(bad)  # not read again and again

@@ -47,7 +47,7 @@ def test_it_launches_g1_on_a_lab_and_shows_the_finished_run(lab, people):
     assert "drive_count" in html and "&gt;= 24" in html
     # The log is there from the first probe run on, and complete: no polling any more.
     inventory = run.probe_runs.get(probe="nvme_inventory")
-    assert escape(bytes(inventory.stdout)[:60].decode()) in html
+    assert escape(inventory.raw()[:60].decode()) in html
     assert "── lab-array-controller · nvme_inventory ──" in html
     assert "hx-trigger" not in html
     assert reverse("run-rerun", args=[run.id]) in html  # engineers may re-run it
@@ -65,7 +65,7 @@ def test_the_live_fragment_returns_log_bytes_from_the_offset_the_page_holds(lab,
     launch(engineer.client, engagement, "G2")
     run = GateRun.objects.get(gate__engagement=engagement, gate__code="G2")
     inventory = run.probe_runs.get(probe="fio_seqread")
-    stdout = bytes(inventory.stdout)
+    stdout = inventory.raw()
     url = reverse("run-live", args=[run.id])
 
     response = engineer.client.get(url, {"probe": inventory.id, "out": 100, "err": 0, "pin": 1,
