@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
+from django.core.paginator import Paginator
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
@@ -355,8 +356,13 @@ def log_advance(gate_run: GateRun, cursor: LogCursor,
 # --- results: decision, measurements, charts -------------------------------------------------
 
 
-def run_results(gate_run: GateRun) -> dict:
-    """The decision with every criterion's verdict, the measurements and the charts."""
+MEASUREMENTS_PER_PAGE = 200
+
+
+def run_results(gate_run: GateRun, measurements_page: int | str | None = 1) -> dict:
+    """The decision with every criterion's verdict, one page of the measurements (in metric,
+    node, id order; ``InvalidPage`` when ``measurements_page`` is not one of the pages) and the
+    charts."""
     decision = getattr(gate_run, "decision", None) if gate_run.state == "done" else None
     verdicts = [verdict_row(v, words=STATE_LABELS) for v in decision.verdicts.all()] \
         if decision is not None else []
@@ -364,13 +370,14 @@ def run_results(gate_run: GateRun) -> dict:
         "id", flat=True))
     lab = gate_run.gate.engagement.is_lab
     attempts = dict(gate_run.gate.runs.values_list("id", "attempt"))
+    page = Paginator(gate_run.evidence_measurements().select_related("node").order_by(
+        "metric", "node__name", "id"), MEASUREMENTS_PER_PAGE).page(measurements_page or 1)
     rows = [
         measurement_row(m, simulated=lab or m.probe_run_id in simulated_runs,
                         carried="" if m.gate_run_id == gate_run.id else
                         _("carried from attempt #%(n)s") % {
                             "n": attempts.get(m.gate_run_id, "?")})
-        for m in gate_run.evidence_measurements().select_related("node").order_by(
-            "metric", "node__name", "id")
+        for m in page.object_list
     ]
     report = getattr(decision, "report", None) if decision is not None else None
     report_url = ""
@@ -385,6 +392,7 @@ def run_results(gate_run: GateRun) -> dict:
         "decision_sentence": decision_sentence_text(decision.sentence) if decision else "",
         "verdicts": verdicts,
         "measurements": rows,
+        "measurements_page": page,
         "charts": charts.gate_run_charts(gate_run),
         "report_name": report.path.rsplit("/", 1)[-1] if report else "",
         "report_sha256": report.sha256 if report else "",
