@@ -185,8 +185,8 @@ def main() -> None:
 
 def run(args) -> None:
     from django.db import connection
-    from django.utils import timezone
     from django.urls import reverse
+    from django.utils import timezone
 
     from acceptance.pages.dashboard import DASHBOARD_PAGE_SIZE
     from gates.models import Gate

@@ -234,7 +234,10 @@ class Measurement(models.Model):
     inputs = models.ManyToManyField("self", symmetrical=False, related_name="derivations")
 
     class Meta:
-        indexes = [models.Index(fields=["gate_run", "metric"])]
+        indexes = [models.Index(fields=["gate_run", "metric"]),
+                   # the run page's order: a deep page of 100 000 is an index walk, not a sort
+                   models.Index(fields=["gate_run", "metric", "node", "id"],
+                                name="measurement_run_page")]
 
     def __str__(self) -> str:
         return f"{self.metric}={self.value:g} {self.unit} {self.labels}"

@@ -1,6 +1,6 @@
-"""The run page shows its measurements 200 a page (metric, node, id order) with the total, and
-links the next and previous page; the charts read only the figures they draw; a page that is
-not one answers 400 naming the parameter."""
+"""The run page shows its measurements 200 a page (metric, node as registered, id order) with
+the total, and links the next and previous page; the charts read only the figures they draw;
+a page that is not one answers 400 naming the parameter."""
 
 import base64
 import re
