@@ -123,16 +123,19 @@ def measure(args) -> None:
     api = APIClient(SERVER_NAME="localhost")
     api.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=pm, name='b')[1]}")
 
+    cpu: dict[str, list[float]] = {}
+
     def timed(client, url: str, must: bytes) -> list[float]:
         for _ in range(3):
             client.get(url)
         gc.collect()
         gc.freeze()  # as acceptance/wsgi.py does: the seeding's heap is not walked per request
-        times = []
+        times, cpu[url] = [], []
         for _ in range(args.requests):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             response = client.get(url)
             times.append((time.perf_counter() - start) * 1000)
+            cpu[url].append((time.process_time() - start_cpu) * 1000)
             if response.status_code != 200 or must not in response.content:
                 raise SystemExit(f"GET {url}: {response.status_code} {response.content[:200]!r}")
         return times
@@ -160,6 +163,9 @@ def measure(args) -> None:
     print(figure(f"api_measurements_deep_page_p95_{k}", p95(deep), "ms", 50.0, 1))
     print(figure(f"api_measurements_deep_page_filtered_p95_{k}", p95(deep_metric), "ms", 50.0,
                  1))
+    print(figure("run_page_cpu_p95_100k", p95(cpu[page_url]), "ms", 300.0, 1))
+    print(figure(f"api_measurements_deep_page_cpu_p95_{k}",
+                 p95(cpu[f"/api/measurements/?limit=100&cursor={cursor}"]), "ms", 50.0, 1))
     print(figure("run_page_bytes_100k", size, "B", None, 0))
 
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 from acceptance.logging import log_context_add
 from acceptance.models import Node
 from runners import intake
+from runners.barrier import BarrierBroken, barrier_wait
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, OutputChunk, ProbeRun
@@ -241,6 +242,8 @@ def node_job_execute(*, node_job_id: int) -> None:
                     if cancel_requested(gate_run.id):
                         raise CommandCancelled("cancelled before the next probe")
                     spec = probe(step["probe"])
+                    if step.get("barrier"):
+                        barrier_wait(job=job, name=step["barrier"])
                     if "result_dir" in spec.params and ctx.result_dir is None:
                         ctx.result_dir = _scratch_make(ctx)
                     values = plan_values(step, spec, job.node, gate_run,
@@ -264,6 +267,8 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.state, job.error_kind, job.error = NodeJob.State.CANCELLED, "cancelled", str(error)
     except ScratchRefused as error:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "scratch", str(error)
+    except BarrierBroken as error:
+        job.state, job.error_kind, job.error = NodeJob.State.FAILED, "barrier", str(error)
     except TransportError as error:
         state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
         job.state, job.error_kind, job.error = state, error.kind, str(error)
