@@ -81,7 +81,8 @@ def _fold_output(run: ProbeRun, recorder: OutputRecorder, stdout: bytes, stderr:
     """The full raw output replaces the live chunks (one copy kept), capped as stated."""
     intake.raw_output_keep(run, stdout=stdout, stderr=stderr)
     run.progress = recorder.progress
-    OutputChunk.objects.filter(probe_run=run).delete()
+    if recorder.stored["stdout"] or recorder.stored["stderr"]:  # a short probe wrote none
+        OutputChunk.objects.filter(probe_run=run).delete()
 
 
 def _scratch_make(ctx: _JobContext) -> str:
@@ -164,7 +165,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
                 run.state = ProbeRun.State.CANCELLED
         run.save(update_fields=fields)
         raise
-    recorder.flush()
+    # No last live flush: the whole output is stored with the run just below.
     run.tool_version = version.result()
     run.exit_code = result.exit_code
     run.finished_at = result.finished_at
