@@ -38,7 +38,9 @@ from runners.transport import (
 
 logger = logging.getLogger(__name__)
 
-_VERSION_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tool-version")
+# One version query in flight per node job: with 64 job threads a worker process, a pool of 4
+# queued the nodes' version queries behind each other and held their probes' results.
+_VERSION_POOL = ThreadPoolExecutor(max_workers=128, thread_name_prefix="tool-version")
 
 
 # On the node (RUNBOOK §3.2/§3.4): each run's result directory is a ``mktemp -d`` under this
