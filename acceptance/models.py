@@ -89,7 +89,7 @@ class Engagement(models.Model):
         help_text="the reference figures its G2/G3 results are compared with",
     )
     max_parallel_nodes = models.PositiveIntegerField(
-        default=16, validators=[MinValueValidator(1), MaxValueValidator(1024)],
+        default=128, validators=[MinValueValidator(1), MaxValueValidator(1024)],
         help_text="how many nodes of this site a gate run works on at once",
     )
     created_at = models.DateTimeField(auto_now_add=True)

@@ -53,8 +53,8 @@ class Child:
 
 
 def child_commands(*, roles: tuple[str, ...] = ROLES, bind: str = "127.0.0.1:8000",
-                   web_workers: int = 2, web_threads: int = 4, workers: int = 1,
-                   concurrency: int = 4, var_dir: Path, log_level: str = "INFO",
+                   web_workers: int = 2, web_threads: int = 4, workers: int = 2,
+                   concurrency: int = 64, var_dir: Path, log_level: str = "INFO",
                    python: str = sys.executable) -> list[Child]:
     """The argv of every child for ``roles``, in start order."""
     celery = (python, "-m", "celery", "-A", "acceptance", "--quiet")  # no banners: JSON only
@@ -68,7 +68,8 @@ def child_commands(*, roles: tuple[str, ...] = ROLES, bind: str = "127.0.0.1:800
     if "worker" in roles:
         for number in range(1, workers + 1):
             # Threads, not prefork: a killed worker takes its jobs with it (no orphaned pool
-            # process finishing a job nobody watches); the jobs' work is SSH and waiting.
+            # process finishing a job nobody watches); the jobs' work is SSH and waiting, so
+            # 64 threads a process (2 × 64 = 128 nodes in one wave) cost little CPU.
             children.append(Child(f"worker-{number}", "worker", (
                 *celery, "worker", "--pool=threads", f"--concurrency={concurrency}",
                 f"--loglevel={log_level}", "-n", f"worker-{number}@%h")))

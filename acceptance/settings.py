@@ -238,6 +238,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_IMPORTS = ("runners.tasks", "runners.soak.tasks", "notifications.tasks")
 CELERY_TASK_ACKS_LATE = False  # a probe run on a customer node is never re-delivered silently
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# How many node jobs the workers run at once (workers × --concurrency; `serve` sets it for its
+# children from its own options). A plan step every node starts at the same time (G3's shared
+# read-back) refuses to start with more nodes than this (runners.barrier).
+NODE_JOB_SLOTS = env.int("ACCEPTANCE_NODE_JOB_SLOTS", default=128)
+# How long the first node at such a step waits for the last one (s).
+BARRIER_WAIT_S = env.float("ACCEPTANCE_BARRIER_WAIT_S", default=1800.0)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # Reports and signing. Production gives a PKCS#12 file and its passphrase; without one a

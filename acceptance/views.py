@@ -10,6 +10,7 @@ an action their role may not take answers 403. Queries and arithmetic live in
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import InvalidPage
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -17,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from acceptance.data_texts import decision_sentence_text, stopped_reason_text
+from acceptance.filters import EngagementFilter
 from acceptance.forms import CriterionThresholdForm, ReasonForm
 from acceptance.pages.dashboard import dashboard_rows
 from acceptance.pages.engagement import bom_line, criterion_requirement, engagement_page
@@ -52,9 +54,26 @@ def dashboard(request):
     if not has_role(request.user, *STAFF_ROLES):
         raise PermissionDenied
     today = timezone.localdate()
-    rows, summary = dashboard_rows(engagements_for(request.user), today)
+    engagements_filter = EngagementFilter(request.GET or None,
+                                          queryset=engagements_for(request.user))
+    refusal = ""
+    engagements = engagements_for(request.user).none()
+    if engagements_filter.is_bound and not engagements_filter.is_valid():
+        refusal = engagements_filter.errors_text()
+    else:
+        engagements = engagements_filter.qs
+    try:
+        rows, summary, page = dashboard_rows(engagements, today, page=request.GET.get("page"))
+    except InvalidPage as error:
+        refusal = refusal or f"page: {error}"
+        rows, summary, page = dashboard_rows(engagements, today)
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(request, "acceptance/dashboard.html",
-                  {"rows": rows, "summary": summary, "today": today})
+                  {"rows": rows, "summary": summary, "today": today, "page": page,
+                   "filter": engagements_filter, "refusal": refusal,
+                   "query": query.urlencode(), "filtered": engagements_filter.is_bound},
+                  status=400 if refusal else 200)
 
 
 @login_required

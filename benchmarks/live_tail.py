@@ -36,7 +36,6 @@ SQLite; machines here are shared and noisy — read the medians, never one run).
 import argparse
 import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -46,13 +45,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ["ACCEPTANCE_VAR_DIR"] = tempfile.mkdtemp(prefix="bench-var-")
-os.environ.pop("CELERY_BROKER_URL", None)
-if "--postgres" in sys.argv:  # a throwaway database on the PostgreSQL of 127.0.0.1:5432
-    os.environ["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/postgres"
-else:
-    os.environ.pop("DATABASE_URL", None)
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acceptance.settings")
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _own import own  # noqa: E402
+
+# Its own database: PostgreSQL bench_live_tail_<pid> with --postgres, else SQLite in a scratch
+# directory; no broker (the probe runs in-process).
+OWNED = own("live_tail", postgres="--postgres" in sys.argv)
 
 import django  # noqa: E402
 
@@ -85,14 +83,8 @@ def main() -> None:
     args = parser.parse_args()
     size = args.mib << 20
     from django.core.management import call_command
-    from django.db import connection
 
-    original_db = None
-    if args.postgres:
-        original_db = connection.settings_dict["NAME"]
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    else:
-        call_command("migrate", verbosity=0)
+    call_command("migrate", verbosity=0)
 
     from runners import live
     from runners.execution import _JobContext, probe_run_execute
@@ -175,8 +167,7 @@ def main() -> None:
     finally:
         live.OutputRecorder.flush = original_flush
         lab_down()
-        if original_db is not None:
-            connection.creation.destroy_test_db(original_db, verbosity=0)
+        OWNED.release()
 
 
 if __name__ == "__main__":

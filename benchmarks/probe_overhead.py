@@ -1,89 +1,153 @@
 """One probe end to end through the service vs the same command through plain ``ssh``.
 
-Figure (TARGETS.md): dispatch, SSH, store raw, parse, store measurements for one
-``nvme smart-log`` probe on a lab node, against ``ssh -p PORT host CMD`` with OpenSSH's client
-(connection set-up included in both). Target ≤ 1.05×. Prints one JSON line:
-``{"name", "value", "unit", "anchor", "ratio"}`` with medians of ``--runs`` runs, interleaved.
+Figure (TARGETS.md): ``nvme smart-log`` (the lab's stand-in) on a lab node, through the whole
+service path: ``gate_run_start`` of a one-step plan, the task through Redis to a real Celery
+worker started with the shipped settings (``benchmarks/_worker.py``: the argv ``serve`` gives
+its worker children), the claim, the SSH connection with the pinned host key, the tool-version
+query, the raw output stored, parsed, the measurements stored, the job ended — timed from the
+call to the job's ``finished_at``. Anchor: ``ssh -p PORT host CMD`` with OpenSSH's client and the
+SAME key exchange, cipher, MAC and host-key algorithm as the service's paramiko negotiates
+(read from its transport; OpenSSH's default post-quantum exchange alone is ~1.4× slower),
+connection set-up included in both. Target ≤ 1.05×. Medians of ``--runs`` runs, interleaved.
 
-Run: ``.venv/bin/python benchmarks/probe_overhead.py [--runs 9]`` (uses a scratch var dir).
+Also ``probe_service_cpu``: the worker's CPU (utime + stime) per probe and the dispatcher's.
+
+Owns PostgreSQL ``bench_probe_overhead_<pid>`` and Redis index 14 (``benchmarks/_own.py``).
+
+Run: ``.venv/bin/python benchmarks/probe_overhead.py [--runs 9]``
 """
 
 import argparse
-import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ["ACCEPTANCE_VAR_DIR"] = tempfile.mkdtemp(prefix="bench-var-")
-os.environ.pop("CELERY_BROKER_URL", None)
-os.environ.pop("DATABASE_URL", None)
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acceptance.settings")
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import django  # noqa: E402
+from _own import figure, own  # noqa: E402
 
-django.setup()
+PLAN = [{"probe": "nvme_smart_log", "role": "array", "params": {"device": "/dev/nvme3"}}]
 
-from django.core.management import call_command  # noqa: E402
+
+def negotiated(node) -> dict[str, str]:
+    """The algorithms the service's paramiko agrees with the node: its first preferred key
+    exchange that OpenSSH (the same build as the lab's sshd) offers, and the cipher, MAC and
+    host-key type its transport is using."""
+    from runners.transport import SSHConnection
+
+    offered = set(subprocess.run(["ssh", "-Q", "kex"], capture_output=True, text=True,
+                                 check=True).stdout.split())
+    with SSHConnection(node.ssh_target()) as connection:
+        transport = connection.client.get_transport()
+        kex = next(k for k in transport.get_security_options().kex if k in offered)
+        return {"KexAlgorithms": kex, "Ciphers": transport.local_cipher,
+                "MACs": transport.local_mac, "HostKeyAlgorithms": transport.host_key_type}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args()
+    owned = own("probe_overhead", redis_index=14, postgres=True)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
     call_command("migrate", verbosity=0)
-
-    from runners.execution import _JobContext, probe_run_execute
-    from runners.lab.services import lab_down, lab_up
-    from runners.models import GateRun, NodeJob
-    from runners.probes import probe
-    from runners.transport import SSHConnection
-
-    engagement, lab = lab_up(scenario_name="healthy")
+    worker = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "_worker.py"), "1"],
+                              cwd=ROOT, env=dict(os.environ), start_new_session=True)
     try:
-        node = engagement.nodes.get(role="array")
-        gate_run = GateRun.objects.create(gate=engagement.gates.get(code="G1"), attempt=1,
-                                          started_by="benchmark")
-        job = NodeJob.objects.create(gate_run=gate_run, node=node)
-        spec = probe("nvme_smart_log")
-        values = {"device": "/dev/nvme3"}
-        command = spec.command(values)
-        key = lab.directory / "client_key"
-        known = lab.directory / "known_hosts"
-        known.write_text(f"[127.0.0.1]:{lab.port} {lab.host_key}\n")
-        ssh = ["ssh", "-F", "/dev/null", "-i", str(key), "-p", str(lab.port),
-               "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes",
-               "-o", "BatchMode=yes", f"{lab.user}@127.0.0.1", command]
-
-        def service_once() -> float:
-            start = time.perf_counter()
-            with SSHConnection(node.ssh_target()) as connection:
-                run = probe_run_execute(ctx=_JobContext(job, connection, {}), spec=spec,
-                                        values=values)
-            assert run.state == "parsed", run.error
-            return time.perf_counter() - start
-
-        def ssh_once() -> float:
-            start = time.perf_counter()
-            done = subprocess.run(ssh, capture_output=True, check=True)
-            assert b"critical_warning" in done.stdout
-            return time.perf_counter() - start
-
-        service_once(), ssh_once()  # warm caches
-        ours, anchor = [], []
-        for _ in range(args.runs):
-            ours.append(service_once())
-            anchor.append(ssh_once())
-        value, base = statistics.median(ours), statistics.median(anchor)
-        print(json.dumps({"name": "probe_end_to_end", "value": round(value, 4), "unit": "s",
-                          "anchor": round(base, 4), "ratio": round(value / base, 3)}))
+        time.sleep(8)
+        measure(args, worker.pid)
     finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+        from runners.lab.services import lab_down
+
         lab_down()
+        owned.release()
+
+
+def measure(args, worker_pid: int) -> None:
+    from django.utils import timezone
+    from fanout import cpu_s
+
+    from runners.dispatch import gate_run_start
+    from runners.lab.services import lab_up
+    from runners.models import NodeJob
+    from runners.probes import probe
+
+    engagement, lab = lab_up(scenario_name="healthy", engagement_name="bench-probe")
+    node = engagement.nodes.get(role="array")
+    gate = engagement.gates.get(code="G1")
+    gate.probe_plan = PLAN
+    gate.save(update_fields=["probe_plan"])
+    algorithms = negotiated(node)
+    command = probe("nvme_smart_log").command(PLAN[0]["params"])
+    key = lab.directory / "client_key"
+    known = lab.directory / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{lab.port} {lab.host_key}\n")
+    ssh = ["ssh", "-F", "/dev/null", "-T", "-i", str(key), "-p", str(lab.port),
+           "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes",
+           "-o", "BatchMode=yes", "-o", "Compression=no",
+           *[x for name, value in algorithms.items() for x in ("-o", f"{name}={value}")],
+           f"{lab.user}@127.0.0.1", command]
+    print(f"# both sides: {algorithms}", file=sys.stderr)
+
+    def service_once() -> tuple[float, float, float]:
+        engagement.gates.filter(code="G1").update(state="pending")
+        engagement.state = "active"
+        engagement.save(update_fields=["state"])
+        cpu0 = cpu_s([worker_pid])
+        started_cpu = time.process_time()
+        started = timezone.now()
+        run = gate_run_start(gate=gate, started_by="benchmark")
+        dispatch_cpu = time.process_time() - started_cpu
+        while True:
+            job = NodeJob.objects.get(gate_run=run)
+            if job.finished_at is not None:
+                break
+            time.sleep(0.005)
+        cpu1 = cpu_s([worker_pid])
+        assert job.state == "done", job.error
+        assert run.probe_runs.get().state == "parsed"
+        while True:  # the evaluation and report, untimed, before the next run
+            run.refresh_from_db(fields=["state"])
+            if run.state in ("done", "failed", "cancelled"):
+                break
+            time.sleep(0.05)
+        return (job.finished_at - started).total_seconds(), cpu1 - cpu0, dispatch_cpu
+
+    def ssh_once() -> float:
+        start = time.perf_counter()
+        done = subprocess.run(ssh, capture_output=True, check=True)
+        assert b"critical_warning" in done.stdout
+        return time.perf_counter() - start
+
+    service_once(), ssh_once()  # warm caches
+    ours, anchor, worker_cpu, dispatch_cpu = [], [], [], []
+    for _ in range(args.runs):
+        wall, cpu, dispatched = service_once()
+        ours.append(wall)
+        worker_cpu.append(cpu)
+        dispatch_cpu.append(dispatched)
+        anchor.append(ssh_once())
+    value, base = statistics.median(ours), statistics.median(anchor)
+    print(f"# service {sorted(round(x, 3) for x in ours)}; ssh "
+          f"{sorted(round(x, 3) for x in anchor)}; load average {os.getloadavg()[0]:.1f}",
+          file=sys.stderr)
+    print(figure("probe_end_to_end", value, "s", base))
+    print(figure("probe_service_cpu_worker", statistics.median(worker_cpu) * 1000, "ms", 5.0,
+                 2))
+    print(figure("probe_service_cpu_dispatch", statistics.median(dispatch_cpu) * 1000, "ms",
+                 None, 2))
 
 
 if __name__ == "__main__":

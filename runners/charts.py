@@ -304,6 +304,12 @@ def run_charts(figures: Iterable[Figure], *, line_threshold: float,
     return [c for c in charts if c is not None]
 
 
+# The metrics the charts above draw: a run's other measurements (smart logs, per-job fio
+# figures …, 100 000 at site scale) are never read for them.
+CHARTED_METRICS = ("ttft_p50", "read_bandwidth", "rx_bandwidth", "link_speed",
+                   "line_efficiency")
+
+
 def gate_run_charts(gate_run: GateRun) -> list[Chart]:
     """The charts of ``gate_run``'s evidence (its own and what a per-node re-run carries),
     drawn against the gate's own criteria: the line-efficiency threshold and the TTFT
@@ -324,8 +330,8 @@ def gate_run_charts(gate_run: GateRun) -> list[Chart]:
     figures = [
         Figure(m.metric, m.value, m.unit, m.node.name if m.node else "", m.labels, m.derived,
                lab or m.probe_run_id in simulated_runs)
-        for m in gate_run.evidence_measurements().select_related("node").order_by(
-            "metric", "node__name", "id")
+        for m in gate_run.evidence_measurements().filter(metric__in=CHARTED_METRICS)
+        .select_related("node").order_by("metric", "node__name", "id")
     ]
     return run_charts(figures, line_threshold=threshold, ttft_reference_s=reference_s)
 

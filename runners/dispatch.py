@@ -20,6 +20,7 @@ from acceptance.models import AuditEntry, Engagement
 from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
 from runners import intake
+from runners.barrier import barrier_capacity_check
 from runners.doorbell import ring
 from runners.live import cancel_requested
 from runners.models import GateRun, NodeJob, ProbeRun
@@ -122,7 +123,8 @@ def gate_run_start(*, gate: Gate, started_by: str,
     A gate that has passed runs again only with ``confirmed=True`` and a ``reason`` (recorded
     in the audit trail with who and the decision it may replace).
 
-    Raises GateRefused when the gate may not run (order, stopped engagement, missing nodes),
+    Raises GateRefused when the gate may not run (order, stopped engagement, missing nodes,
+    more nodes in a step they start at the same time than can run at once: runners.barrier),
     ConfirmationRequired (a GateRefused) for a passed gate without confirmation and reason;
     nothing is created then.
     """
@@ -142,6 +144,7 @@ def gate_run_start(*, gate: Gate, started_by: str,
         raise GateRefused(_("%(gate)s: engagement %(name)s has no node of role %(roles)s "
                             "registered.") % {"gate": gate.code, "name": engagement.name,
                                               "roles": ", ".join(sorted(missing))})
+    barrier_capacity_check(gate=gate, nodes=nodes)
     gate_run = _gate_run_create(gate=gate, started_by=started_by, probe_timeouts=probe_timeouts,
                                 reason=reason)
     if gate.state == Gate.State.PASSED:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from acceptance.logging import log_context_add
 from acceptance.models import Node
 from runners import intake
+from runners.barrier import BarrierBroken, barrier_wait
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
@@ -38,7 +39,9 @@ from runners.transport import (
 
 logger = logging.getLogger(__name__)
 
-_VERSION_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tool-version")
+# One version query in flight per node job: with 64 job threads a worker process, a pool of 4
+# queued the nodes' version queries behind each other and held their probes' results.
+_VERSION_POOL = ThreadPoolExecutor(max_workers=128, thread_name_prefix="tool-version")
 
 
 # On the node (RUNBOOK §3.2/§3.4): each run's result directory is a ``mktemp -d`` under this
@@ -173,7 +176,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
                 run.state = ProbeRun.State.CANCELLED
         run.save(update_fields=fields)
         raise
-    recorder.flush()
+    # No last live flush: the whole output is stored with the run just below.
     run.tool_version = version.result()
     run.exit_code = result.exit_code
     run.finished_at = result.finished_at
@@ -247,6 +250,8 @@ def node_job_execute(*, node_job_id: int) -> None:
                     if cancel_requested(gate_run.id):
                         raise CommandCancelled("cancelled before the next probe")
                     spec = probe(step["probe"])
+                    if step.get("barrier"):
+                        barrier_wait(job=job, name=step["barrier"])
                     if "result_dir" in spec.params and ctx.result_dir is None:
                         ctx.result_dir = _scratch_make(ctx)
                     values = plan_values(step, spec, job.node, gate_run,
@@ -270,6 +275,8 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.state, job.error_kind, job.error = NodeJob.State.CANCELLED, "cancelled", str(error)
     except ScratchRefused as error:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "scratch", str(error)
+    except BarrierBroken as error:
+        job.state, job.error_kind, job.error = NodeJob.State.FAILED, "barrier", str(error)
     except TransportError as error:
         state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
         job.state, job.error_kind, job.error = state, error.kind, str(error)

@@ -14,6 +14,7 @@ bytes kept and hashed; nothing is truncated silently). Memory stays bounded what
 from __future__ import annotations
 
 import re
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -107,7 +108,22 @@ def cancel_requested(gate_run_id: int) -> bool:
     return GateRun.objects.filter(id=gate_run_id, cancel_requested_at__isnull=False).exists()
 
 
+HEARTBEAT_EVERY_S = 5.0  # far under RUNS_LOST_AFTER_SECONDS (90 s by default)
+_last_beats: dict[int, float] = {}
+_last_beats_lock = threading.Lock()
+
+
 def heartbeat(job: NodeJob) -> None:
+    """Mark ``job`` alive: at most one write every ``HEARTBEAT_EVERY_S`` per job and process
+    (a step of a few milliseconds need not write one each)."""
+    now = time.monotonic()
+    with _last_beats_lock:
+        if now - _last_beats.get(job.id, -HEARTBEAT_EVERY_S) < HEARTBEAT_EVERY_S:
+            return
+        _last_beats[job.id] = now
+        if len(_last_beats) > 4096:  # ended jobs: forget the oldest
+            for key in sorted(_last_beats, key=_last_beats.__getitem__)[:2048]:
+                del _last_beats[key]
     NodeJob.objects.filter(id=job.id).update(heartbeat_at=timezone.now())
 
 

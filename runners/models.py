@@ -249,7 +249,10 @@ class Measurement(models.Model):
     inputs = models.ManyToManyField("self", symmetrical=False, related_name="derivations")
 
     class Meta:
-        indexes = [models.Index(fields=["gate_run", "metric"])]
+        indexes = [models.Index(fields=["gate_run", "metric"]),
+                   # the run page's order: a deep page of 100 000 is an index walk, not a sort
+                   models.Index(fields=["gate_run", "metric", "node", "id"],
+                                name="measurement_run_page")]
 
     def __str__(self) -> str:
         return f"{self.metric}={self.value:g} {self.unit} {self.labels}"
@@ -272,3 +275,20 @@ class OutputChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.probe_run_id} {self.stream} [{self.offset}, {self.end})"
+
+
+class BarrierArrival(models.Model):
+    """A node job reached a plan step that every node of its role starts at the same time
+    (``runners.barrier``): the step starts on each node once all have arrived."""
+
+    gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="arrivals")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=32)
+    arrived_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["gate_run", "node", "name"],
+                                               name="barrier_arrival_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.gate_run_id} {self.name} {self.node_id}"

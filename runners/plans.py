@@ -24,6 +24,8 @@ cache directory), the measured pass, the /metrics window, stop. Labels ``phase=c
 pass of ``arm`` with an RDMA counter sample right before and right after the measured pass
 (RUNBOOK §4.5: every node of the role runs it at the same time; the aggregate of their
 read-back is judged against the array port). Labels ``phase=readback``, ``arm``, ``round=1``.
+Its first counter sample carries ``"barrier": "readback"``: it starts on every node of the role
+at once (``runners.barrier``).
 
 ``params`` is one pool for the whole expansion: each probe takes the parameters it declares
 (``runners.probes``), ``arm_params[ARM]`` adds the arm's own (LMCache config, cache directory,
@@ -116,7 +118,9 @@ def _arm_pass(step: dict, node: Node, arm: str, round_: int, phase: str,
         steps.append(one("kv_cache_evict"))
     measured = one("kv_bench_pass", stage="measured", label="measured")
     if counter:
-        steps += [one("rdma_counter_sample", sample="t0"), measured,
+        # Every node of the role starts the read-back together (runners.barrier): from the
+        # first counter sample on, their measured passes overlap.
+        steps += [{**one("rdma_counter_sample", sample="t0"), "barrier": "readback"}, measured,
                   one("rdma_counter_sample", sample="t1")]
     else:
         steps.append(measured)

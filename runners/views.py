@@ -272,7 +272,8 @@ def gate_run_launch(request, name: str, code: str):
     })
 
 
-def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: int) -> dict:
+def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: int,
+                 measurements_page: str | None = None) -> dict:
     over = pages.is_over(gate_run)
     pieces, cursor, complete = pages.log_advance(gate_run, cursor, budget)
     include_results = over and not cursor.results_shown
@@ -291,7 +292,8 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
         "polling": not complete,
         "live_url": reverse("run-live", args=[gate_run.id]) + "?" + cursor.query(),
         "include_results": include_results,
-        "results": pages.run_results(gate_run) if include_results else None,
+        "results": pages.run_results(gate_run, measurements_page) if include_results
+        else None,
         "can_cancel": is_engineer and not over,
         "can_rerun": is_engineer and over,
         "rerun_nodes": [r for r in rows if r.rerun_url],
@@ -314,7 +316,11 @@ def run_detail(request, run_id: int):
             cursor = pages.cursor_from({"probe": probe, "pin": "1"}, gate_run)
         except pages.BadCursor as error:
             return HttpResponseBadRequest(str(error), content_type="text/plain")
-    context = _run_context(request, gate_run, cursor, pages.LOG_BUDGET_PAGE)
+    try:
+        context = _run_context(request, gate_run, cursor, pages.LOG_BUDGET_PAGE,
+                               request.GET.get("measurements_page"))
+    except InvalidPage as error:
+        return HttpResponseBadRequest(f"measurements_page: {error}", content_type="text/plain")
     return render(request, "runners/run_detail.html", context)
 
 

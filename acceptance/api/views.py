@@ -34,6 +34,7 @@ from acceptance.api import serializers as s
 from acceptance.api.csv import CSVListMixin
 from acceptance.api.engagement_create import EngagementCreateMixin
 from acceptance.api.errors import Conflict
+from acceptance.api.pagination import LedgerCursorPagination
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
@@ -435,12 +436,14 @@ class ProbeRunViewSet(ScopedViewSet):
           node=("node__name", str, "node name"),
           derived=("derived", bool, "true: derived figures only; false: read figures only"))
 class MeasurementViewSet(CSVListMixin, ScopedViewSet):
-    """Measurements in METRICS.md's JSON (metric, value, unit, labels) plus ids; the list
+    """Measurements in METRICS.md's JSON (metric, value, unit, labels) plus ids, in id order,
+    a page at a time by cursor (``next``/``previous`` links, ``?limit=`` up to 1000); the list
     also as CSV (``?format=csv``: every filtered row, unit and value text included)."""
 
     serializer_class = s.MeasurementSerializer
     engagement_path = "gate_run__gate__engagement"
     csv_name = "measurements"
+    pagination_class = LedgerCursorPagination  # keyset on id: no count, no offset walk
 
     @staticmethod
     def csv_rows(queryset):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 
+from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -144,43 +145,80 @@ GATE_VALUES = ("engagement_id", "code", "name", "due_week", "rescheduled_due_dat
 # engagement's and its gates' fields above), today's date and the language: a changed gate
 # state, stop reason or day gives another key, so a row is never served stale. Building and
 # rendering 200 rows through the template engine was most of the page's time.
-ROW_CACHE_SIZE = 1024  # ~7 KB each: 200 engagements in two languages with room to spare
+ROW_CACHE_SIZE = 1024  # ~7 KB each: rows of the pages people look at, in two languages
 _row_cache: OrderedDict[tuple, EngagementRow] = OrderedDict()
 _row_cache_lock = threading.Lock()
 
 
-def dashboard_rows(engagements: QuerySet[Engagement],
-                   today: date) -> tuple[list[EngagementRow], DashboardSummary]:
-    """Rows sorted so what needs a person comes first: stopped, overdue, active, accepted.
+DASHBOARD_PAGE_SIZE = 50  # rows built and rendered per request; the rest are only ranked
 
-    Two queries whatever the number of engagements: their values and their gates' values."""
+
+@dataclass
+class _Ranked:
+    """What sorting and the summary need of one engagement, from its stored values alone."""
+
+    rank: tuple
+    stopped: bool
+    overdue: bool
+    accepted: bool
+    values: tuple
+    gate_values: tuple
+
+
+def _ranked(values: tuple, gate_values: tuple, today: date) -> _Ranked:
+    _, name, _, state, _, _, start_date = values
+    open_dues, overdue = [], False
+    for _code, _name, due_week, rescheduled, gate_state in gate_values:
+        if gate_state == Gate.State.PASSED:
+            continue
+        due = rescheduled if rescheduled is not None else start_date + timedelta(weeks=due_week)
+        open_dues.append(due)
+        overdue = overdue or due < today
+    stopped = state == Engagement.State.STOPPED
+    accepted = state == Engagement.State.ACCEPTED
+    rank = (0 if stopped else 1 if overdue else 3 if accepted else 2,
+            min(open_dues, default=date.max), name)
+    return _Ranked(rank, stopped, overdue, accepted, values, gate_values)
+
+
+def dashboard_rows(engagements: QuerySet[Engagement], today: date, *,
+                   page: int | str | None = 1) -> tuple[list[EngagementRow], DashboardSummary,
+                                                        Page]:
+    """One page of rows sorted so what needs a person comes first: stopped, overdue, active,
+    accepted; the summary counts every engagement of ``engagements``.
+
+    Two queries whatever the number of engagements: their values and their gates' values.
+    Every engagement is ranked from those values (a few tuples each); only the page's rows are
+    built and rendered, so a page costs the same with 20 or 2000 engagements, kept rows or not.
+    ``page``: a page number (``InvalidPage`` when it is not one of the pages)."""
     words, language = PageWords(), get_language()
     gates_of: dict[int, list[tuple]] = {}
     for engagement_id, *values in Gate.objects.filter(
             engagement__in=engagements.values("id")).order_by(
             "engagement_id", "order").values_list(*GATE_VALUES):
         gates_of.setdefault(engagement_id, []).append(tuple(values))
+    ranked = [_ranked(values, tuple(gates_of.get(values[0], ())), today)
+              for values in engagements.values_list(*ENGAGEMENT_VALUES)]
+    ranked.sort(key=lambda r: r.rank)
+    summary = DashboardSummary(
+        total=len(ranked), stopped=sum(r.stopped for r in ranked),
+        overdue=sum(r.overdue for r in ranked), accepted=sum(r.accepted for r in ranked))
+    shown = Paginator(ranked, DASHBOARD_PAGE_SIZE).page(page or 1)
     rows = []
-    for values in engagements.values_list(*ENGAGEMENT_VALUES):
-        gate_values = tuple(gates_of.get(values[0], ()))
-        key = (language, today, values[1:], gate_values)
+    for item in shown.object_list:
+        key = (language, today, item.values[1:], item.gate_values)
         with _row_cache_lock:
             row = _row_cache.get(key)
             if row is not None:
                 _row_cache.move_to_end(key)
         if row is None:
-            row = _row_build(values, gate_values, today, words)
+            row = _row_build(item.values, item.gate_values, today, words)
             with _row_cache_lock:
                 _row_cache[key] = row
                 while len(_row_cache) > ROW_CACHE_SIZE:
                     _row_cache.popitem(last=False)
         rows.append(row)
-    rows.sort(key=lambda r: r.rank)
-    summary = DashboardSummary(
-        total=len(rows), stopped=sum(r.stopped for r in rows),
-        overdue=sum(bool(r.overdue) for r in rows),
-        accepted=sum(r.state == Engagement.State.ACCEPTED for r in rows))
-    return rows, summary
+    return rows, summary, shown
 
 
 def _row_build(values: tuple, gate_values: tuple, today: date, words: PageWords) -> EngagementRow:

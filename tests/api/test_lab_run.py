@@ -56,7 +56,7 @@ def test_a_run_started_through_the_api_ends_with_a_decision_read_through_the_api
         24.0, "1", "lab-array-controller")
     assert drive_count["id"] in verdicts["drive_count"]["measurements"]
     every = customer.get(f"/api/measurements/?gate_run={run['id']}&limit=1000").json()
-    assert every["count"] > 24
+    assert every["next"] is None and len(every["results"]) > 24
     assert all(m["unit"] for m in every["results"])
     assert {m["metric"] for m in every["results"]} >= {"drive_count", "self_test_failures",
                                                        "critical_warning"}

@@ -100,7 +100,10 @@ def test_each_role_runs_the_same_command_alone_as_in_the_whole(tmp_path):
     assert whole.returncode == 0, whole.stderr
     lines = whole.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == ["web", "worker-1", "worker-2", "beat"]
-    for role, names in (("web", ["web"]), ("worker", ["worker-1"]), ("beat", ["beat"])):
+    # the shipped worker default is 2 processes × 64 threads: 128 node jobs in one wave
+    assert "--concurrency=64" in lines[1] and "--concurrency=64" in lines[2]
+    for role, names in (("web", ["web"]), ("worker", ["worker-1", "worker-2"]),
+                        ("beat", ["beat"])):
         alone = manage(env, "serve", "--only", role, "--print")
         assert alone.stdout.splitlines() == [x for x in lines if x.split(":")[0] in names]
     assert "-m gunicorn acceptance.wsgi:application" in lines[0]

@@ -65,11 +65,14 @@ class Command(BaseCommand):
         parser.add_argument("--web-workers", type=positive,
                             default=positive_from_environment("ACCEPTANCE_WEB_WORKERS", 2))
         parser.add_argument("--workers", type=positive,
-                            default=positive_from_environment("ACCEPTANCE_WORKERS", 1),
-                            help="Celery worker processes (default $ACCEPTANCE_WORKERS or 1)")
+                            default=positive_from_environment("ACCEPTANCE_WORKERS", 2),
+                            help="Celery worker processes (default $ACCEPTANCE_WORKERS or 2: "
+                                 "the service's own CPU per probe spread over two processes)")
         parser.add_argument("--concurrency", type=positive,
-                            default=positive_from_environment("ACCEPTANCE_WORKER_CONCURRENCY", 4),
-                            help="jobs at once per worker process (threads)")
+                            default=positive_from_environment("ACCEPTANCE_WORKER_CONCURRENCY",
+                                                              64),
+                            help="jobs at once per worker process (threads; default 64: node "
+                                 "jobs wait on SSH, so 2 × 64 run 128 nodes in one wave)")
         parser.add_argument("--stop-grace", type=float, default=30.0,
                             help="seconds a child has to stop after SIGTERM")
         parser.add_argument("--print", action="store_true", dest="dry_run",
@@ -79,6 +82,8 @@ class Command(BaseCommand):
                dry_run, **options):
         roles = tuple(r for r in ROLES if r in (only or ROLES))
         env = child_environment(dict(os.environ), var_dir=settings.VAR_DIR)
+        if "worker" in roles:  # the web child refuses barrier runs the workers cannot hold
+            env.setdefault("ACCEPTANCE_NODE_JOB_SLOTS", str(workers * concurrency))
         children = child_commands(roles=roles, bind=bind, web_workers=web_workers,
                                   workers=workers, concurrency=concurrency,
                                   var_dir=settings.VAR_DIR, log_level=child_log_level(env))

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runners', '0008_probe_run_stdout_pruned_at'),
+        ('runners', '0010_barrier_arrival'),
     ]
 
     operations = [

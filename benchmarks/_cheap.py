@@ -1,0 +1,40 @@
+"""Nearly-free stand-ins: G2's three probes as ``cat`` of the outputs the lab's stand-ins printed
+once (captured from a real run of G2 on one lab node), parsed by the real parsers. The node's
+CPU per probe drops to one ``cat`` and sshd's channel, so what a fan-out adds is the service's
+own cost. Registered under their own names (``cheap_*``) in the benchmark and its workers."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+G2_PROBES = ("link_speed", "fio_seqread", "vllm_bench_serve")
+
+
+def capture(gate_run, directory: Path) -> None:
+    """Write each G2 probe's stdout and tool version from ``gate_run`` into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for run in gate_run.probe_runs.filter(probe__in=G2_PROBES).order_by("id"):
+        (directory / f"{run.probe}.out").write_bytes(bytes(run.stdout))
+        (directory / f"{run.probe}.version").write_text(run.tool_version + "\n")
+
+
+def register(directory: Path) -> list[str]:
+    from runners.probes import PROBES, Probe, probe
+
+    names = []
+    for name in G2_PROBES:
+        real = probe(name)
+        out, version = directory / f"{name}.out", directory / f"{name}.version"
+        PROBES[f"cheap_{name}"] = Probe(
+            name=f"cheap_{name}", role=real.role, parser=real.parser,
+            version_argv=("cat", str(version)), timeout_s=60, params={},
+            argv=lambda _p, out=out: ["cat", str(out)],
+            description=f"benchmark only: {name}'s captured output, by cat "
+                        f"({shlex.quote(str(out))})")
+        names.append(f"cheap_{name}")
+    return names
+
+
+def plan() -> list[dict]:
+    return [{"probe": f"cheap_{name}", "role": "inference"} for name in G2_PROBES]

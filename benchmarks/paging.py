@@ -1,0 +1,175 @@
+"""The run page and the measurements API at site scale.
+
+Figures (one JSON line each, p95 of ``--requests`` requests through Django's test Client after
+3 warm-ups, DEBUG off, PostgreSQL):
+
+* ``run_page_p95_100k``: ``GET /runs/<id>/`` of a finished gate run on 128 nodes with 100 000
+  measurements (256 of them charted: read bandwidth and line efficiency per node), as an
+  engineer; the measurements are paged (200 a page). Target ≤ 300 ms (anchor 300).
+* ``run_page_last_page_p95_100k``: the same on the last measurements page.
+* ``api_measurements_first_page_p95_1m``: ``GET /api/measurements/?limit=100`` with 1 000 000
+  measurements in the ledger, as a project manager (token). Target ≤ 50 ms (anchor 50).
+* ``api_measurements_deep_page_p95_1m``: the page a client reaches after following ``next``
+  900 000 rows deep (its cursor built as DRF builds it). Target ≤ 50 ms.
+* ``api_measurements_deep_page_filtered_p95_1m``: the same deep page with ``?metric=``.
+
+Owns its database (``bench_paging_<pid>``, dropped at the end). ``--rows`` sets the API's
+ledger size (default 1 000 000, inserted with ``generate_series``).
+
+Run: ``.venv/bin/python benchmarks/paging.py [--requests 50] [--rows 1000000]``
+"""
+
+import argparse
+import base64
+import gc
+import os
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _own import figure, measurements_insert, own, p95  # noqa: E402
+
+NODES = 128
+RUN_PAGE_ROWS = 100_000
+
+
+def seed(rows: int):
+    import base64 as b64
+
+    from django.utils import timezone
+
+    from acceptance.models import Credential, Node
+    from gates.services import engagement_create
+    from runners.models import GateRun, Measurement, NodeJob
+
+    engagement = engagement_create(name="bench-paging", customer="Bench",
+                                   start_date=date(2026, 9, 1))
+    credential = Credential.from_secret("bench-key", "not a real key")
+    credential.save()
+    key = "ssh-ed25519 " + b64.b64encode(b"bench-host-key").decode()
+    Node.objects.bulk_create(
+        Node(engagement=engagement, name=f"gpu-{k:03d}", role=Node.Role.INFERENCE,
+             address=f"10.1.{k // 250}.{k % 250 + 1}", ssh_user="acctest", host_key=key,
+             credential=credential) for k in range(NODES))
+    node_ids = [n.id for n in Node.objects.filter(engagement=engagement)]
+    run = GateRun.objects.create(gate=engagement.gates.get(code="G2"), attempt=1,
+                                 state=GateRun.State.DONE, started_by="bench",
+                                 finished_at=timezone.now())
+    NodeJob.objects.bulk_create(NodeJob(gate_run=run, node_id=n, state="done",
+                                        started_at=timezone.now(),
+                                        finished_at=timezone.now()) for n in node_ids)
+    Measurement.objects.bulk_create(
+        [Measurement(gate_run=run, node_id=n, metric="read_bandwidth", value=10.4e9,
+                     unit="B/s", labels={"job": "seqread"}) for n in node_ids]
+        + [Measurement(gate_run=run, node_id=n, metric="line_efficiency", value=0.84,
+                       unit="ratio", labels={}, derived=True) for n in node_ids])
+    measurements_insert(RUN_PAGE_ROWS - 2 * NODES, [run.id], node_ids)
+    # The rest of the ledger: other runs of the same engagement (the API lists them all).
+    others = [GateRun.objects.create(gate=engagement.gates.get(code="G1"), attempt=a,
+                                     state=GateRun.State.DONE, started_by="bench").id
+              for a in range(1, 6)]
+    measurements_insert(rows - RUN_PAGE_ROWS, others, node_ids)
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    owned = own("paging", postgres=True)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    try:
+        measure(args)
+    finally:
+        owned.release()
+
+
+def measure(args) -> None:
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.urls import reverse
+    from rest_framework.test import APIClient
+
+    from acceptance.models import Membership
+    from acceptance.tokens import api_token_create
+    from runners.models import Measurement
+    from runners.pages import MEASUREMENTS_PER_PAGE
+
+    started = time.perf_counter()
+    run = seed(args.rows)
+    with connection.cursor() as cursor:
+        # What autovacuum does after a bulk insert (PostgreSQL ≥ 13 vacuums on inserts too):
+        # statistics and the visibility map, so index-only scans can skip the heap.
+        cursor.execute("VACUUM ANALYZE runners_measurement")
+    stored = Measurement.objects.count()
+    print(f"# {stored} measurements ({time.perf_counter() - started:.0f} s to seed); "
+          f"load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    engineer = User.objects.create_user("bench-engineer")
+    Membership.objects.create(user=engineer, role=Membership.Role.ENGINEER)
+    pm = User.objects.create_user("bench-pm")
+    Membership.objects.create(user=pm, role=Membership.Role.PROJECT_MANAGER)
+    browser = Client(SERVER_NAME="localhost")
+    browser.force_login(engineer)
+    api = APIClient(SERVER_NAME="localhost")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=pm, name='b')[1]}")
+
+    cpu: dict[str, list[float]] = {}
+
+    def timed(client, url: str, must: bytes) -> list[float]:
+        for _ in range(3):
+            client.get(url)
+        gc.collect()
+        gc.freeze()  # as acceptance/wsgi.py does: the seeding's heap is not walked per request
+        times, cpu[url] = [], []
+        for _ in range(args.requests):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            response = client.get(url)
+            times.append((time.perf_counter() - start) * 1000)
+            cpu[url].append((time.process_time() - start_cpu) * 1000)
+            if response.status_code != 200 or must not in response.content:
+                raise SystemExit(f"GET {url}: {response.status_code} {response.content[:200]!r}")
+        return times
+
+    page_url = reverse("run-detail", args=[run.id])
+    last = -(-run.measurements.count() // MEASUREMENTS_PER_PAGE)
+    run_page = timed(browser, page_url, b"100000 measurements")
+    run_last = timed(browser, f"{page_url}?measurements_page={last}", b"measurements")
+    first = timed(api, "/api/measurements/?limit=100", b'"results"')
+    deep_id = Measurement.objects.order_by("id").values_list("id", flat=True)[900_000
+                                                                              if stored > 900_000
+                                                                              else stored // 2]
+    cursor = base64.b64encode(f"p={deep_id}".encode()).decode()
+    deep = timed(api, f"/api/measurements/?limit=100&cursor={cursor}", b'"results"')
+    deep_metric = timed(api, f"/api/measurements/?limit=100&metric=temperature&cursor={cursor}",
+                        b'"temperature"')
+    size = len(browser.get(page_url).content)
+    print(f"# run page {size} bytes; medians: run page {sorted(run_page)[len(run_page) // 2]:.1f}"
+          f" ms, API first {sorted(first)[len(first) // 2]:.1f} ms, deep "
+          f"{sorted(deep)[len(deep) // 2]:.1f} ms", file=sys.stderr)
+    k = f"{round(stored / 1000)}k" if stored < 1_000_000 else f"{stored // 1_000_000}m"
+    print(figure("run_page_p95_100k", p95(run_page), "ms", 300.0, 1))
+    print(figure("run_page_last_page_p95_100k", p95(run_last), "ms", 300.0, 1))
+    print(figure(f"api_measurements_first_page_p95_{k}", p95(first), "ms", 50.0, 1))
+    print(figure(f"api_measurements_deep_page_p95_{k}", p95(deep), "ms", 50.0, 1))
+    print(figure(f"api_measurements_deep_page_filtered_p95_{k}", p95(deep_metric), "ms", 50.0,
+                 1))
+    print(figure("run_page_cpu_p95_100k", p95(cpu[page_url]), "ms", 300.0, 1))
+    print(figure(f"api_measurements_deep_page_cpu_p95_{k}",
+                 p95(cpu[f"/api/measurements/?limit=100&cursor={cursor}"]), "ms", 50.0, 1))
+    print(figure("run_page_bytes_100k", size, "B", None, 0))
+
+
+if __name__ == "__main__":
+    main()

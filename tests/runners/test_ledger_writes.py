@@ -1,0 +1,60 @@
+"""A node's probes cost the ledger few writes: a probe that ends before the first live flush
+writes no output chunk (its whole output is stored once, with the run), and a node job's
+heartbeat is written at most every few seconds, not after every step."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runners import execution, live
+from runners.models import GateRun, NodeJob
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_quick_three_probe_node_job_writes_no_chunk_and_one_heartbeat(lab, monkeypatch):
+    engagement, _ = lab("healthy")
+    monkeypatch.setattr(execution, "gate_run_finish_if_complete", lambda **_: None)
+    monkeypatch.setattr(live, "FLUSH_SECONDS", 60.0)  # the stand-ins answer well within it
+    gate = engagement.gates.get(code="G2")
+    run = GateRun.objects.create(gate=gate, attempt=1, started_by="engineer",
+                                 state=GateRun.State.RUNNING)
+    job = NodeJob.objects.create(gate_run=run, node=engagement.nodes.get(role="inference"))
+    with CaptureQueriesContext(connection) as queries:
+        execution.node_job_execute(node_job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == "done", job.error
+    assert sorted(run.probe_runs.values_list("probe", "state")) == [
+        ("fio_seqread", "parsed"), ("link_speed", "parsed"), ("vllm_bench_serve", "parsed")]
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert not [s for s in sql if "runners_outputchunk" in s]
+    heartbeats = [s for s in sql if s.startswith('UPDATE "runners_nodejob" SET "heartbeat_at"')]
+    assert len(heartbeats) == 1
+    # every byte is still kept, with its hash, on the run itself
+    fio = run.probe_runs.get(probe="fio_seqread")
+    assert fio.stdout_size == len(bytes(fio.stdout)) > 1000 and len(fio.stdout_sha256) == 64
+
+
+def test_the_heartbeat_writes_again_after_its_interval(db, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.runners.test_barrier import g3_run, g3_site
+
+    run = g3_run(g3_site(1))
+    job = run.node_jobs.get()
+    old = timezone.now() - timedelta(minutes=5)
+    NodeJob.objects.filter(id=job.id).update(heartbeat_at=old)
+    clock = [1000.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    live.heartbeat(job)
+    first = NodeJob.objects.get(id=job.id).heartbeat_at
+    assert first > old
+    NodeJob.objects.filter(id=job.id).update(heartbeat_at=old)
+    clock[0] += live.HEARTBEAT_EVERY_S - 1
+    live.heartbeat(job)  # too soon: not written
+    assert NodeJob.objects.get(id=job.id).heartbeat_at == old
+    clock[0] += 2
+    live.heartbeat(job)
+    assert NodeJob.objects.get(id=job.id).heartbeat_at > old
