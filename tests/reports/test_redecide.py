@@ -12,19 +12,24 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from django.urls import reverse
 from weasyprint import Attachment
 
+from acceptance.models import Membership
 from acceptance_core.__main__ import main, redecide_file
 from acceptance_core.pdf import embedded, load_roots
 from acceptance_core.redecide import CannotCheck, redecide
 from gates.models import Gate
 from reports.evidence import SUMMARY_NAME
+from reports.models import Report
 from reports.render import render_html_pdf
 from reports.signing import ensure_dev_signer, load_signer, sign_pdf
 from runners.lab.services import lab_up
 from runners.models import GateRun
 from tests.runners.test_run_gate import run_gate
+from tests.web.conftest import make_user
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +68,8 @@ def table_row(output: str, gate: str, key: str) -> list[str]:
     ("slow-link", "G2", 1, "stopped"),
     ("baseline-off", "G2", 1, "stopped"),
 ])
-def test_g1_and_g2_reports_give_their_decision_again(lab, scenario, gate, code, outcome):
+def test_g1_and_g2_reports_give_their_decision_again(lab, client, scenario, gate, code,
+                                                     outcome):
     engagement, _ = lab(scenario)
     if gate == "G2":
         engagement.gates.filter(code="G1").update(state=Gate.State.PASSED)
@@ -82,6 +88,29 @@ def test_g1_and_g2_reports_give_their_decision_again(lab, scenario, gate, code, 
     status, out = managed(path)
     assert status == 0, out
     assert f"decision {gate}: recorded {outcome}, recomputed {outcome}" in out
+    if scenario == "missing-drive":
+        _pages_show_the_table(client, path)
+
+
+def _pages_show_the_table(client, path: Path) -> None:
+    """The portal's "Re-decide from the evidence" and the verify page give the same table."""
+    report = Report.objects.get(path=str(path))
+    client.force_login(make_user("pat-pm", Membership.Role.PROJECT_MANAGER))
+    reports_page = client.get(reverse("engagement-reports", args=[report.engagement.name]))
+    link = reverse("report-redecide", args=[report.id])
+    assert link in reports_page.content.decode()
+    for response in (client.get(link), client.post(reverse("report-verify"), {
+            "pdf": SimpleUploadedFile("r.pdf", path.read_bytes(), "application/pdf"),
+            "redecide": "1"})):
+        assert response.status_code == 200
+        text = " ".join(response.content.decode().split())
+        assert "The evidence gives the recorded decision." in text
+        assert "<td>G1</td><td>drive-count</td><td>&gt;= 24</td> <td>23.0 · fail</td> " \
+               "<td>23.0 · fail</td>" in text
+        assert "G1 decision: recorded stopped, recomputed stopped" in text
+    assert client.post(reverse("report-verify"), {
+        "pdf": SimpleUploadedFile("r.pdf", path.read_bytes(), "application/pdf")
+    }).context["redecision"] is None  # only when asked for
 
 
 def test_g3_reports_give_their_decision_again(transactional_db):
