@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from acceptance.models import Engagement
 from gates.models import Decision, Gate
 from gates.presentation import verdict_row
+from reports.basis import decision_basis
 from reports.context import (
     AuditRow,
     BomRow,
@@ -83,7 +84,8 @@ def _section(decision: Decision) -> GateSection:
     return GateSection(
         gate_code=gate.code, gate_name=gate.name, decision_outcome=decision.outcome,
         decision_sentence=decision.sentence, decided_at=decision.decided_at,
-        decided_by=decision.decided_by, criteria=criteria, charts=_charts(gate_run), runs=runs)
+        decided_by=decision.decided_by, criteria=criteria, charts=_charts(gate_run), runs=runs,
+        basis=decision_basis(decision))
 
 
 def _soak_section(decisions: list[Decision]):
@@ -138,7 +140,7 @@ def report_context(decision: Decision, *, signoffs=(), version: int = 1, replace
             due_date=decision.gate.due_date, decision_outcome=section.decision_outcome,
             decision_sentence=section.decision_sentence, decided_at=section.decided_at,
             decided_by=section.decided_by, criteria=section.criteria, runs=section.runs,
-            charts=section.charts,
+            charts=section.charts, basis=section.basis,
             simulated=engagement.is_lab or any(r.simulated for r in section.runs),
             imported=decision.gate_run.origin == GateRun.Origin.IMPORTED,
             signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,

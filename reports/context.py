@@ -108,6 +108,8 @@ class GateSection:
     criteria: list[VerdictRow] = field(default_factory=list)
     charts: list = field(default_factory=list)  # runners.charts.Chart (plain geometry)
     runs: list[EvidenceRow] = field(default_factory=list)
+    # what the decision rests on, for re-deciding it from the PDF (reports.basis); None: unknown
+    basis: dict | None = None
 
     def __post_init__(self) -> None:
         _check_verdicts(self.criteria)
@@ -146,6 +148,7 @@ class GateReportContext:
     reason: str = ""  # why this version was issued
     # G4 soak results (time series, fault windows), filled when the soak exists; None: no soak.
     soak_section: object | None = None
+    basis: dict | None = None  # of the gate report's single gate (reports.basis)
 
     def __post_init__(self) -> None:
         if self.decision_outcome not in OUTCOMES:
@@ -169,7 +172,7 @@ class GateReportContext:
             gate_code=self.gate_code, gate_name=self.gate_name,
             decision_outcome=self.decision_outcome, decision_sentence=self.decision_sentence,
             decided_at=self.decided_at, decided_by=self.decided_by, criteria=self.criteria,
-            charts=self.charts, runs=self.runs)]
+            charts=self.charts, runs=self.runs, basis=self.basis)]
 
     def all_runs(self) -> list[EvidenceRow]:
         return [run for section in self.gate_sections() for run in section.runs]

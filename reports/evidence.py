@@ -25,6 +25,8 @@ from pypdf.errors import PyPdfError
 
 SUMMARY_NAME = "summary.json"
 SUMMARY_FORMAT = "acceptance-report/1"
+#: ``schema_version`` of the summary: 2 adds each gate's ``redecide`` (``reports.basis``).
+SUMMARY_SCHEMA_VERSION = 2
 
 
 def attachment_name(number: int, node: str, probe: str) -> str:

@@ -22,7 +22,7 @@ from django.utils.translation import ngettext
 
 from gates.presentation import VerdictRow
 from reports.context import EvidenceRow, GateReportContext, GateSection
-from reports.evidence import SUMMARY_FORMAT, SUMMARY_NAME, attachment_name
+from reports.evidence import SUMMARY_FORMAT, SUMMARY_NAME, SUMMARY_SCHEMA_VERSION, attachment_name
 
 TEMPLATE = "reports/gate_report.html"
 SOAK_TEMPLATE = "reports/_soak_section.html"
@@ -296,6 +296,8 @@ def report_summary(ctx: GateReportContext) -> dict:
     runs = numbered_runs(ctx)
     return {
         "format": SUMMARY_FORMAT,
+        # 2: every gate carries "redecide", what its decision rests on (reports.basis)
+        "schema_version": SUMMARY_SCHEMA_VERSION,
         "kind": ctx.kind,
         "engagement": ctx.engagement_name,
         "customer": ctx.customer,
@@ -319,6 +321,7 @@ def report_summary(ctx: GateReportContext) -> dict:
                           "unit": "", "reference_source": c.reference_source,
                           "verdict": c.verdict, "explanation": c.explanation}
                          for c in s.criteria],
+            "redecide": s.basis,
         } for s in ctx.gate_sections()],
         "schedule": [{"gate": r.gate_title, "due": _iso(r.due_date), "state": r.state,
                       "decided_at": _iso(r.decided_at), "outcome": r.outcome or None}

@@ -6,6 +6,7 @@ from reports import views
 
 urlpatterns = [
     path("reports/verify/", views.report_verify, name="report-verify"),
+    path("reports/<int:report_id>/redecide/", views.report_redecide, name="report-redecide"),
     path("reports/<int:report_id>/download/", views.report_download, name="report-download"),
     path("reports/<int:report_id>/signoff/", views.report_signoff, name="report-signoff"),
     path("reports/<int:report_id>/countersigned/", views.report_countersigned,

@@ -32,6 +32,7 @@ from acceptance.permissions import Role, engagement_for, engagements_for, has_ro
 from reports import forms, services
 from reports.models import Report, SignOff
 from reports.pages import report_page
+from reports.redecision import report_redecide as redecision_of
 
 
 def _visible_reports(user):
@@ -124,7 +125,7 @@ def report_verify(request):
 @csrf_protect
 def _report_verify(request, limit: SizeLimitHandler):
     form = forms.VerifyForm()
-    result = None
+    result = redecision = None
     status = 200
     if request.method == "POST":
         if refused := upload_refused(request):
@@ -135,8 +136,26 @@ def _report_verify(request, limit: SizeLimitHandler):
         else:
             data = form.cleaned_data["pdf"].read()
             result = _verification(request, data, form.cleaned_data["pdf"].name)
-    return render(request, "reports/verify.html", {"form": form, "result": result},
-                  status=status)
+            if request.POST.get("redecide"):
+                redecision = redecision_of(data=data)
+    return render(request, "reports/verify.html",
+                  {"form": form, "result": result, "redecision": redecision}, status=status)
+
+
+@login_required
+@require_GET
+def report_redecide(request, report_id: int):
+    """"Re-decide from the evidence" for a stored report: its signature checked, every criterion
+    decided again from its embedded raw outputs (``reports.redecision``); 404 when the user may
+    not see its engagement or the file is gone."""
+    report = _visible_report(request.user, report_id)
+    try:
+        data = Path(report.path).read_bytes()
+    except OSError:
+        raise Http404("the report's file is missing") from None
+    return render(request, "reports/redecide.html", {
+        "report": report, "redecision": redecision_of(data=data),
+        "reports_url": _page_url(report.engagement.name)})
 
 
 def _verification(request, data: bytes, filename: str) -> dict:

@@ -1,0 +1,81 @@
+"""``python -m acceptance_core redecide REPORT.pdf --trust VENDOR-ROOT.pem``: verify a signed
+report's signature and embedded evidence, re-parse, re-derive and re-evaluate every criterion,
+print recorded against recomputed per criterion and the decision.
+
+Exit status: 0 everything matches; 1 a figure, verdict or decision differs (each named);
+2 the report cannot be checked (unreadable, signature not valid or not trusted, no trust root,
+issued before reports carried their criteria snapshot)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from acceptance_core.pdf import ReportUnreadable, check_signatures, embedded, load_roots
+from acceptance_core.redecide import CannotCheck, redecide, table
+
+
+def redecide_file(data: bytes, roots: Sequence[Any], out: TextIO) -> int:
+    """Check ``data`` (a signed report) against ``roots`` and print the table; the exit status."""
+    if not roots:
+        print("cannot check: no trust root; pass --trust VENDOR-ROOT.pem (the vendor's CA "
+              "certificate)", file=out)
+        return 2
+    signatures = check_signatures(data, roots)
+    for line in signatures.lines:
+        print(line, file=out)
+    if not signatures.ok:
+        print(f"cannot check: signature: {signatures.problem}", file=out)
+        return 2
+    return redecide_evidence(data, out)
+
+
+def redecide_evidence(data: bytes, out: TextIO) -> int:
+    """Re-decide a report whose signatures were checked; print the table; the exit status."""
+    try:
+        summary, files = embedded(data)
+    except ReportUnreadable as e:
+        print(f"cannot check: {e}", file=out)
+        return 2
+    try:
+        result = redecide(summary, files)
+    except CannotCheck as e:
+        print(f"cannot check: {e}", file=out)
+        return 2
+    if summary.get("simulated"):
+        print("SIMULATED EVIDENCE: lab stand-ins produced this report's raw outputs", file=out)
+    for note in result.notes:
+        print(f"note: {note}", file=out)
+    print(table(result), file=out)
+    for difference in result.differences:
+        print(f"DIFFERS: {difference}", file=out)
+    print("result: " + ("the evidence gives the recorded decision" if not result.differences
+                        else f"{len(result.differences)} difference(s)"), file=out)
+    return result.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m acceptance_core")
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("redecide", help="re-decide a signed report from its evidence")
+    check.add_argument("report", help="the signed report PDF")
+    check.add_argument("--trust", action="append", default=[], metavar="ROOT.pem",
+                       help="the vendor's trust root (PEM or DER); repeat for more")
+    args = parser.parse_args(argv)
+    try:
+        data = Path(args.report).read_bytes()
+        roots = load_roots(args.trust)
+    except OSError as e:
+        print(f"cannot check: cannot read {args.report}: {e.strerror}", file=sys.stdout)
+        return 2
+    except ReportUnreadable as e:
+        print(f"cannot check: {e}", file=sys.stdout)
+        return 2
+    return redecide_file(data, roots, sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Deciding a gate again from what a signed report carries: pure, no PDF, no database.
+
+``redecide(summary, files)`` takes the report's ``summary.json`` (parsed) and its embedded files
+by name. It checks every run's attachment against its sha256, re-parses every raw output with
+the parser the report names (``runners.parsers``), re-derives the figures
+(``gates.derivations``), re-evaluates every criterion with the thresholds the report recorded
+(``gates.evaluation``) and compares each figure, verdict and gate outcome with the recorded one.
+A report it cannot check raises :class:`CannotCheck` with the reason (exit status 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gates import derivations, evaluation
+from runners.parsers import PARSERS, ParseError
+
+#: summary.json's ``schema_version`` from which every gate carries its basis ("redecide").
+SCHEMA_VERSION = 2
+BASIS_SCHEMA = "acceptance-redecide/1"
+_SPEC_FIELDS = ("key", "metric", "label_filter", "aggregation", "operator", "threshold",
+                "threshold_high", "reference_value", "tolerance", "above_range_verdict", "unit",
+                "min_samples", "blocking")
+# Figures computed after the verdicts (baseline_deviation) or of the soak are not re-derived.
+_AFTER_VERDICTS = frozenset({"baseline_deviation"})
+
+
+class CannotCheck(Exception):
+    """The report cannot be re-decided; the message says why."""
+
+
+@dataclass(frozen=True)
+class CriterionRow:
+    """One criterion: what the report recorded and what the evidence gives again."""
+
+    gate: str
+    key: str
+    metric: str
+    requirement: str
+    recorded_value: float | None
+    recorded_verdict: str
+    value: float | None
+    verdict: str
+
+    @property
+    def matches(self) -> bool:
+        return self.verdict == self.recorded_verdict and same(self.value, self.recorded_value)
+
+
+@dataclass
+class Redecision:
+    rows: list[CriterionRow] = field(default_factory=list)
+    # (gate, recorded outcome, recomputed outcome)
+    outcomes: list[tuple[str, str, str]] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.differences else 0
+
+
+def same(a: float | None, b: float | None) -> bool:
+    """Two recorded figures agree (both absent, or equal to a part in 10⁹)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _key(metric: str, node: str, labels: dict[str, Any]) -> str:
+    return json.dumps([metric, node, {k: str(v) for k, v in labels.items()}], sort_keys=True)
+
+
+def _figure(metric: str, node: str, labels: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "invalid")
+    return metric + (f" on {node}" if node else "") + (f" ({shown})" if shown else "")
+
+
+def _compare(what: str, recorded: list[dict[str, Any]],
+             recomputed: list[tuple[str, str, dict[str, Any], float, str]]) -> list[str]:
+    """Differences between recorded figures (JSON) and recomputed ones (metric, node, labels,
+    value, unit), each naming the figure."""
+    theirs: dict[str, list[dict[str, Any]]] = {}
+    for m in recorded:
+        theirs.setdefault(_key(m["metric"], m.get("node", ""), m.get("labels", {})),
+                          []).append(m)
+    problems = []
+    for metric, node, labels, value, unit in recomputed:
+        found = theirs.get(_key(metric, node, labels))
+        name = _figure(metric, node, labels)
+        if not found:
+            problems.append(f"{what}: {name} = {value:g} {unit} is not in the report")
+            continue
+        m = found.pop(0)
+        if not same(float(m["value"]), value) or m["unit"] != unit:
+            problems.append(f"{what}: {name}: the report says {float(m['value']):g} "
+                            f"{m['unit']}, the evidence gives {value:g} {unit}")
+    for left in theirs.values():
+        for m in left:
+            name = _figure(m["metric"], m.get("node", ""), m.get("labels", {}))
+            problems.append(f"{what}: {name} = {float(m['value']):g} {m['unit']} is in the "
+                            f"report but not in the evidence")
+    return problems
+
+
+def verified_outputs(summary: dict[str, Any], files: dict[str, bytes],
+                     result: Redecision) -> dict[str, bytes]:
+    """The embedded raw outputs by sha256, each checked against the sha256 the summary gives."""
+    outputs: dict[str, bytes] = {}
+    for run in summary.get("runs") or []:
+        name = run.get("attachment")
+        if not name:
+            continue
+        content = files.get(name)
+        if content is None:
+            raise CannotCheck(f"run {run.get('number')}: its raw output {name} is not embedded")
+        digest = hashlib.sha256(content).hexdigest()
+        if digest != run.get("sha256"):
+            result.differences.append(
+                f"run {run.get('number')}: {name} hashes to {digest[:16]}…, the report says "
+                f"{str(run.get('sha256'))[:16]}…")
+            continue
+        outputs[digest] = content
+    return outputs
+
+
+def _samples(gate: str, basis: dict[str, Any], outputs: dict[str, bytes],
+             result: Redecision) -> list[evaluation.Sample]:
+    """The measured samples: every run's raw output parsed again (and compared with what the
+    report recorded from it), plus the measurements that came from no run, as recorded."""
+    samples: list[evaluation.Sample] = []
+    soak_read: dict[str, int] = {}
+    for number, run in enumerate(basis["runs"], start=1):
+        what = f"{gate} run {number} ({run['probe']} on {run['node'] or 'service'})"
+        recorded = run.get("measurements") or []
+        raw = outputs.get(run["sha256"])
+        if raw is None:
+            if recorded:
+                raise CannotCheck(f"{what}: its raw output (sha256 {run['sha256'][:16]}…) is "
+                                  f"not embedded")
+            continue
+        parser = PARSERS.get(run["parser"])
+        if parser is None and basis.get("derivation") == "soak_spans":
+            # the soak's readers (runners.parsers.soak_windows, soak_correctness) return
+            # records the soak maps to figures itself: their output is checked by sha256 only
+            soak_read[run["parser"]] = soak_read.get(run["parser"], 0) + 1
+            continue
+        if parser is None:
+            raise CannotCheck(f"{what}: parser {run['parser']!r} is not installed")
+        if parser.PARSER_VERSION != run["parser_version"]:
+            result.notes.append(
+                f"{what}: the report's parser {run['parser']} {run['parser_version']}, the "
+                f"installed one is {parser.PARSER_VERSION}: its results are shown against the "
+                f"recorded ones")
+        try:
+            parsed = parser.parse(raw)
+        except ParseError as e:
+            if recorded:
+                result.differences.append(f"{what}: the raw output no longer parses: {e}")
+            continue
+        mine = [(m.metric, run["node"], {**m.labels, **run.get("labels", {})}, m.value, m.unit)
+                for m in parsed]
+        result.differences.extend(_compare(what, recorded, mine))
+        for metric, node, labels, value, unit in mine:
+            samples.append(evaluation.Sample(len(samples) + 1, metric, value, unit,
+                                             {k: str(v) for k, v in labels.items()}, node))
+    for reader, count in sorted(soak_read.items()):
+        result.notes.append(f"{gate}: {count} raw output(s) read by the soak's {reader} reader "
+                            f"match their sha256; their records are not read again")
+    for m in basis.get("other_measurements") or []:
+        samples.append(_recorded_sample(len(samples) + 1, m))
+    return samples
+
+
+def _recorded_sample(sample_id: int, m: dict[str, Any]) -> evaluation.Sample:
+    return evaluation.Sample(sample_id, m["metric"], float(m["value"]), m["unit"],
+                             {k: str(v) for k, v in m.get("labels", {}).items()},
+                             m.get("node", ""))
+
+
+def _spec(criterion: dict[str, Any]) -> evaluation.CriterionSpec:
+    fields = {name: criterion[name] for name in _SPEC_FIELDS if criterion.get(name) is not None}
+    try:
+        return evaluation.CriterionSpec(**fields)
+    except TypeError as e:
+        raise CannotCheck(f"criterion {criterion.get('key')}: {e}") from e
+
+
+def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) -> None:
+    gate, basis = entry.get("gate", "?"), entry.get("redecide")
+    if not isinstance(basis, dict):
+        raise CannotCheck(f"{gate}: the report carries no criteria snapshot or derivation "
+                          f"inputs (issued before summary schema {SCHEMA_VERSION})")
+    if basis.get("schema") != BASIS_SCHEMA:
+        raise CannotCheck(f"{gate}: re-decision data {basis.get('schema')!r} is not "
+                          f"{BASIS_SCHEMA!r}, the one this verifier reads")
+    samples = _samples(gate, basis, outputs, result)
+    if basis.get("derivation") == "soak_spans":
+        # The soak's span figures come from its windows and fault times (runners.soak.steady),
+        # outside the pure core: they are judged as recorded.
+        result.notes.append(f"{gate}: the soak's span figures are judged as recorded (they are "
+                            f"not derived again from the windows)")
+        samples = [_recorded_sample(len(samples) + i, m)
+                   for i, m in enumerate(basis.get("derived") or [], start=1)]
+    else:
+        arrays = {node: (str(pair[0]), float(pair[1]))
+                  for node, pair in (basis.get("arrays") or {}).items()}
+        derived = derivations.derive_all(samples, arrays)
+        result.differences.extend(_compare(
+            f"{gate} derived", [m for m in basis.get("derived") or []
+                                if m["metric"] not in _AFTER_VERDICTS],
+            [(d.metric, d.node, d.labels, d.value, d.unit) for d in derived]))
+        samples += [evaluation.Sample(len(samples) + i, d.metric, d.value, d.unit, d.labels,
+                                      d.node) for i, d in enumerate(derived, start=1)]
+    verdicts, blocking = [], {}
+    for criterion in basis["criteria"]:
+        spec = _spec(criterion)
+        try:
+            verdict = evaluation.evaluate_criterion(spec, samples)
+        except evaluation.CriterionError as e:
+            raise CannotCheck(f"{gate}: {e}") from e
+        verdicts.append(verdict)
+        blocking[spec.key] = spec.blocking
+        recorded = criterion.get("recorded") or {}
+        row = CriterionRow(gate, spec.key, spec.metric, criterion.get("requirement", ""),
+                           recorded.get("measured"), str(recorded.get("verdict", "")),
+                           verdict.measured, verdict.verdict)
+        result.rows.append(row)
+        if not row.matches:
+            result.differences.append(
+                f"{gate} {spec.key} ({spec.metric}): recorded {_value(row.recorded_value)} "
+                f"{row.recorded_verdict}, the evidence gives {_value(row.value)} {row.verdict}")
+    outcome = evaluation.gate_outcome(verdicts, blocking)
+    recorded_outcome = str(basis.get("outcome", ""))
+    result.outcomes.append((gate, recorded_outcome, outcome))
+    if outcome != recorded_outcome:
+        result.differences.append(f"{gate} decision: recorded {recorded_outcome}, the evidence "
+                                  f"gives {outcome}")
+
+
+def _value(value: float | None) -> str:
+    return "—" if value is None else f"{value:.6g}"
+
+
+def redecide(summary: dict[str, Any], files: dict[str, bytes]) -> Redecision:
+    """Re-decide every gate of a report (see the module docstring). Raises CannotCheck."""
+    version = summary.get("schema_version", 1)
+    if not isinstance(version, int) or version < SCHEMA_VERSION:
+        raise CannotCheck(f"summary.json schema version {version}: this report was issued "
+                          f"before reports carried their criteria snapshot and derivation "
+                          f"inputs (schema {SCHEMA_VERSION}); it cannot be re-decided")
+    gates = summary.get("gates")
+    if not isinstance(gates, list) or not gates:
+        raise CannotCheck("summary.json lists no gate")
+    result = Redecision()
+    outputs = verified_outputs(summary, files, result)
+    for entry in gates:
+        try:
+            _gate(entry, outputs, result)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CannotCheck(f"{entry.get('gate', '?')}: summary.json is not well formed: "
+                              f"{type(e).__name__}: {e}") from e
+    return result
+
+
+def table(result: Redecision) -> str:
+    """The per-criterion table and the decision, as printed by the command."""
+    lines = [f"{'gate':<4} {'criterion':<28} {'required':<22} {'recorded':>12} {'verdict':<12} "
+             f"{'recomputed':>12} {'verdict':<12} match"]
+    for row in result.rows:
+        lines.append(f"{row.gate:<4} {row.key:<28} {row.requirement:<22} "
+                     f"{_value(row.recorded_value):>12} {row.recorded_verdict:<12} "
+                     f"{_value(row.value):>12} {row.verdict:<12} "
+                     f"{'yes' if row.matches else 'NO'}")
+    for gate, recorded, outcome in result.outcomes:
+        lines.append(f"decision {gate}: recorded {recorded}, recomputed {outcome}"
+                     + ("" if recorded == outcome else "  DIFFERS"))
+    return "\n".join(lines)

@@ -1,0 +1,69 @@
+"""What a decision rests on, written into a report's ``summary.json`` so that anyone holding the
+signed PDF can decide the gate again without the service (``acceptance_core redecide``).
+
+``decision_basis(decision)`` is plain JSON data: the criteria as they were judged (operator,
+thresholds, tolerance, reference value and its source, aggregation, label filter — the snapshot
+the decision recorded) with the recorded figure and verdict of each, the derivation inputs (each
+node's array and the array port's line rate for the shared read-back) and, per probe run, the
+parser and its version, the labels the run gave its measurements and the measurements recorded
+from its raw output (matched to the embedded raw output by its sha256). A G4 soak's decision
+rests on span figures; they are listed as recorded (``derived``).
+"""
+
+from __future__ import annotations
+
+from gates.models import Decision
+from gates.services import node_array_line_rates
+
+#: The version of the re-decision data; ``acceptance_core.redecide`` refuses other versions.
+BASIS_SCHEMA = "acceptance-redecide/1"
+
+_SPEC_FIELDS = ("key", "metric", "label_filter", "aggregation", "operator", "threshold",
+                "threshold_high", "reference_value", "tolerance", "above_range_verdict", "unit",
+                "min_samples", "blocking")
+
+
+def _measurement(m) -> dict:
+    return {"metric": m.metric, "value": m.value, "unit": m.unit, "labels": dict(m.labels),
+            "node": m.node.name if m.node else ""}
+
+
+def decision_basis(decision: Decision) -> dict:
+    """The re-decision data of ``decision`` (see the module docstring)."""
+    gate_run = decision.gate_run
+    criteria = []
+    for v in decision.verdicts.order_by("position"):
+        snapshot = v.criterion_snapshot
+        spec = {name: snapshot.get(name) for name in _SPEC_FIELDS}
+        spec["key"] = snapshot.get("key") or v.criterion.key
+        criteria.append({
+            **spec, "requirement": snapshot.get("requirement", ""),
+            "reference_source": snapshot.get("source", ""),
+            "recorded": {"measured": v.measured_value, "verdict": v.verdict},
+        })
+    runs = []
+    probe_runs = gate_run.evidence_probe_runs().select_related("node").order_by("started_at",
+                                                                               "id")
+    for run in probe_runs.prefetch_related("measurements__node"):
+        runs.append({
+            "sha256": run.stdout_sha256, "node": run.node.name if run.node else "",
+            "probe": run.probe, "parser": run.parser, "parser_version": run.parser_version,
+            "state": run.state, "labels": dict(run.labels),
+            "measurements": [_measurement(m) for m in run.measurements.all() if not m.derived],
+        })
+    unrun = gate_run.evidence_measurements().filter(derived=False, probe_run__isnull=True)
+    derived = gate_run.measurements.filter(derived=True)
+    is_soak = hasattr(gate_run, "soak")
+    arrays = node_array_line_rates(engagement=gate_run.engagement)
+    return {
+        "schema": BASIS_SCHEMA,
+        "gate": decision.gate.code,
+        "outcome": decision.outcome,
+        "derivation": "soak_spans" if is_soak else "gate",
+        "criteria": criteria,
+        "arrays": {node: [array, rate] for node, (array, rate) in sorted(arrays.items())},
+        "runs": runs,
+        # measurements that came from no probe run (nothing to re-parse): taken as recorded
+        "other_measurements": [_measurement(m) for m in unrun.select_related("node")],
+        "derived": [_measurement(m) for m in derived.select_related("node").order_by("id")],
+    }

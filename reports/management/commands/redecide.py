@@ -1,0 +1,48 @@
+"""``manage.py redecide REPORT.pdf``: the auditor's check (``python -m acceptance_core
+redecide``) with the service's trust: the signatures as ``verify_report`` checks them (vendor
+roots, the engagement's registered customer certificates), then every criterion re-decided
+from the embedded evidence. Prints recorded against recomputed per criterion and the decision.
+Exit 0 everything matches, 1 a figure, verdict or decision differs (named), 2 the report cannot
+be checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from acceptance_core.__main__ import redecide_evidence
+from reports.services import report_verify
+from reports.signing import SigningSetupError, trust_roots
+
+
+class Command(BaseCommand):
+    help = "Re-decide a signed report from its embedded evidence (exit 0 match, 1 differs, 2 " \
+           "cannot check)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="the signed report PDF")
+        parser.add_argument("--trust", action="append", dest="trust", metavar="ROOT.pem",
+                            help="vendor trust root (repeatable); default: REPORT_TRUST_ROOTS "
+                                 "or the dev CA")
+
+    def handle(self, *args: object, **options: object) -> None:
+        path = Path(str(options["file"]))
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            self._exit(2, f"cannot check: cannot read {path}: {e.strerror or e}")
+        try:
+            roots = trust_roots(paths=options["trust"])  # type: ignore[arg-type]
+        except SigningSetupError as e:
+            self._exit(2, f"cannot check: {e}")
+        result = report_verify(data=data, roots=roots)
+        if not result.valid:
+            self._exit(2, f"cannot check: signature: {result.summary}")
+        self.stdout.write(f"signature: {result.summary}")
+        self.stdout.flush()
+        raise SystemExit(redecide_evidence(data, self.stdout))
+
+    def _exit(self, status: int, line: str) -> None:
+        self.stdout.write(line)
+        raise SystemExit(status)
