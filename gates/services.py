@@ -261,12 +261,12 @@ def criterion_snapshot(criterion: Criterion) -> dict:
 def _failing_parts(verdicts: list[evaluation.Verdict],
                    criteria: dict[str, Criterion]) -> list[str]:
     failing = [v for v in verdicts if v.verdict in ("fail", "review")]
-    parts = [
-        f"{criteria[v.key].metric} {evaluation.threshold_text(criterion_spec(criteria[v.key]))} "
-        f"measured {measurement_text(v.measured, criteria[v.key].unit)}"
-        + (f" on {v.node}" if v.node else "")
-        for v in failing
-    ]
+    parts = []
+    for v in failing:
+        spec = criterion_spec(criteria[v.key])
+        parts.append(f"{spec.metric} {evaluation.threshold_text(spec)} measured "
+                     f"{measurement_text(v.measured, spec.unit, evaluation.bounds(spec))}"
+                     + (f" on {v.node}" if v.node else ""))
     return parts
 
 
