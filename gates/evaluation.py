@@ -83,6 +83,8 @@ def threshold_text(spec: CriterionSpec) -> str:
     if spec.operator in (">=", "<="):
         return f"{spec.operator} {spec.threshold:g}{unit}"
     if spec.operator == "between":
+        if spec.threshold == spec.threshold_high:
+            return f"= {spec.threshold:g}{unit}"
         return f"{spec.threshold:g} … {spec.threshold_high:g}{unit}"
     return f"{spec.reference_value:g}{unit} ± {_needed(spec, spec.tolerance) * 100:g} %"
 
@@ -191,16 +193,18 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
         worst = min(judged, key=lambda item: item[3])
         sample, verdict, deviation, _ = worst
         value, node = sample.value, sample.node
+        detail = sample.labels.get("detail", "")  # what a derived figure was made of (G1)
         scope = f"worst of {len(chosen)}" if len(chosen) > 1 else "measured"
     else:
         values = [s.value for s in chosen]
         value = _AGGREGATIONS[spec.aggregation](values)
         verdict, deviation, _ = _judge(spec, value)
-        node = ""
+        node, detail = "", ""
         scope = f"{spec.aggregation} of {len(chosen)}" if len(chosen) > 1 else "measured"
     where = f" on {node}" if node else ""
     if spec.aggregation == "each" and len(chosen) > 1 and verdict != "pass":
-        shown = {k: v for k, v in sample.labels.items() if k not in spec.label_filter}
+        shown = {k: v for k, v in sample.labels.items()
+                 if k not in spec.label_filter and k != "detail"}
         if shown:
             where += " (" + ", ".join(f"{k} {v}" for k, v in shown.items()) + ")"
     unit = "" if spec.unit in ("1", "ratio") else f" {spec.unit}"
@@ -208,6 +212,8 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
                    f"required {threshold_text(spec)}")
     if deviation is not None:
         explanation += f"; deviation {deviation * 100:+.1f} %"
+    if detail:
+        explanation += f"; {detail}"
     if len(chosen) == 1:
         explanation += _interval_note(spec, chosen[0], samples)
     return Verdict(spec.key, verdict, value, explanation, ids, deviation, node)

@@ -21,10 +21,11 @@ from acceptance.models import (
     Array,
     AuditEntry,
     Engagement,
+    Node,
     Organisation,
 )
 from acceptance.units import measurement_text
-from gates import evaluation
+from gates import derivations, evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import OPERATOR_BOUNDS, Criterion, CriterionVerdict, Decision, Gate
 
@@ -360,6 +361,17 @@ def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, flo
     return {
         node.name: (node.array.serial, node.array.link_speed_mbps * 1e6 / 8)
         for node in engagement.nodes.select_related("array").filter(array__isnull=False)
+    }
+
+
+def array_drive_plans(*, engagement: Engagement) -> dict[str, derivations.ArrayDrives]:
+    """Array controller node name → what G1 expects there (``derivations.derive_array_drives``):
+    the array's serial, its drive model and its expected drive count."""
+    return {
+        node.name: derivations.ArrayDrives(node.array.serial, node.array.drive_model,
+                                           node.array.expected_drive_count)
+        for node in engagement.nodes.select_related("array").filter(
+            array__isnull=False, role=Node.Role.ARRAY)
     }
 
 

@@ -5,7 +5,8 @@ A plan step is ``{"probe", "role", "params"?, "for_each"?, "labels"?, "arm"?, "n
 ``for_each`` repeats the probe once per label value found by earlier steps (one self-test per
 drive); ``labels`` are added to every measurement the step yields (e.g. ``{"round": "1"}``) and
 ``arm`` names the G3 tier configuration the measurements belong to. ``nodes`` picks the nodes of
-the role that run the step: ``"all"`` (the default), ``"first"`` (the first by name) or a list of
+the role that run the step: ``"all"`` (the default), ``"first"`` (the first by name),
+``"first_per_array"`` (the first by name among the nodes reading each array) or a list of
 node names. ``node_params`` maps a node name to parameters that replace ``params`` on that node
 (nodes that differ: another RDMA device, or lab nodes sharing one host need their own ports).
 
@@ -78,10 +79,14 @@ def _selects(step: dict, gate: Gate, node: Node) -> bool:
     if chosen == "first":
         first = gate.engagement.nodes.filter(role=node.role).order_by("name").first()
         return first is not None and first.pk == node.pk
+    if chosen == "first_per_array":  # one node per array: a single-array test (G2's fio)
+        first = gate.engagement.nodes.filter(role=node.role, array_id=node.array_id).order_by(
+            "name").first()
+        return first is not None and first.pk == node.pk
     if isinstance(chosen, list):
         return node.name in chosen
-    raise PlanError(f"{gate.code}: 'nodes' must be 'all', 'first' or a list of node names, "
-                    f"not {chosen!r}")
+    raise PlanError(f"{gate.code}: 'nodes' must be 'all', 'first', 'first_per_array' or a "
+                    f"list of node names, not {chosen!r}")
 
 
 def _step(name: str, role: str, pool: dict, labels: dict, arm: str) -> dict:

@@ -21,7 +21,11 @@ Schema (every value plain JSON)::
 
     {"name": str, "description": str,
      "drives": {"count": int, "model": str, "serial_prefix": str, "firmware": str,
-                "failed_self_test": [int, ...], "critical_warning": {str(int): int}},
+                "failed_self_test": [int, ...], "critical_warning": {str(int): int},
+                "extra_controllers": [{"kind": "boot"|"fabrics", "model": str,
+                                       "serial": str}, ...], "nvme_cli": "2.11"|"2.10",
+                "aborted_self_test": {str(int): int}, "running_self_test": [int, ...],
+                "stale_self_test": [int, ...]},
      "link": {"interface": str, "speed_mbps": int},
      "fio": {"device": str, "read_bandwidth": float},
      "bench": {"concurrency": int, "median_ttft_ms": float, "output_throughput": float,
@@ -46,6 +50,10 @@ self-tests and SMART run on the array's own controller).
     digits (``FX1A0000`` …), so serials are distinct and ``drive_count`` counts drives.
   * ``failed_self_test`` — drive indices whose newest ``nvme self-test-log`` entry has
     ``Self test result`` 7 ("failed segment", ``Segment number`` 2); every other drive shows 0.
+  * ``extra_controllers``, ``nvme_cli``, ``aborted_self_test``, ``running_self_test``,
+    ``stale_self_test`` (optional) — a boot SSD or fabrics controller beside the drives, the
+    flat nvme-cli 2.10 list, an aborted / never-ending / never-logged self-test (the ``nvme``
+    stand-in's docstring says each).
   * ``critical_warning`` — drive index → SMART critical-warning bit field (bit 0 spare below
     threshold, 1 temperature, 2 reliability degraded, 3 read-only, 4 volatile backup failed,
     5 PMR read-only). JSON object keys are strings; ``"5"`` and ``5`` are both accepted.
@@ -150,6 +158,13 @@ def _healthy() -> dict:
             "failed_self_test": [],
             # No SMART critical warning on any drive.
             "critical_warning": {},
+            # Issue 16's G1 situations, all off: no boot SSD or fabrics controller beside the
+            # drives, nvme-cli 2.11's list shape, no aborted / never-ending / never-logged test.
+            "extra_controllers": [],
+            "nvme_cli": "2.11",
+            "aborted_self_test": {},
+            "running_self_test": [],
+            "stale_self_test": [],
         },
         "link": {
             # The node's 100 GbE RoCE port towards the array.
@@ -245,6 +260,37 @@ SCENARIOS: dict[str, dict] = {
         "(failed segment 2); all other drives pass. G1 fails on self_test_failures 1.",
         # nvme5's newest self-test-log entry: result 7, segment 2.
         drives={"failed_self_test": [5]},
+    ),
+    # Issue 16: what G1 must not count or pass (stand-in keys: runners/lab/standins/nvme).
+    "boot-drive": _variant(
+        "boot-drive",
+        "23 array drives and the controller's own boot SSD (another model, PCIe): nvme list "
+        "shows 24 PCIe drives, but only 23 are of the array's drive model. G1 stops on "
+        "drive_count 23 < 24 and names the boot SSD as not counted.",
+        drives={"count": 23, "extra_controllers": [
+            {"kind": "boot", "model": "SAMSUNG MZ1L2960HCJR-00A07", "serial": "S665NE0R100123"}]},
+    ),
+    "fabrics-controller": _variant(
+        "fabrics-controller",
+        "nvme-cli 2.10 prints the flat list (no transport field): the 24 array drives and an "
+        "NVMe-oF controller of the array itself (model FX100). Only the 24 drives of the drive "
+        "model count, so G1 passes on its drive count and names the fabrics controller.",
+        drives={"nvme_cli": "2.10", "extra_controllers": [
+            {"kind": "fabrics", "model": "FX100", "serial": "FX100-LAB-0001"}]},
+    ),
+    "aborted-self-test": _variant(
+        "aborted-self-test",
+        "Drive index 9 (nvme9, FX1A0009) logs its newest self-test as result 2 (aborted by a "
+        "controller reset): not a failure, not a pass. G1 is an error naming FX1A0009 (re-run "
+        "its self-test).",
+        drives={"aborted_self_test": {"9": 2}},
+    ),
+    "self-test-in-progress": _variant(
+        "self-test-in-progress",
+        "Drive index 4 (nvme4, FX1A0004) never finishes the self-test this run starts "
+        "(operation 1, 40 %): its probe polls until max_polls (10 min with the plan's "
+        "defaults) and fails naming /dev/nvme4; G1 is an error, never a pass.",
+        drives={"running_self_test": [4]},
     ),
     "slow-link": _variant(
         "slow-link",
