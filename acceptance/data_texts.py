@@ -40,6 +40,7 @@ CRITERION_DESCRIPTIONS = (
     _('Two rounds agree within {threshold} for every figure and arm'),
     # xgettext:no-python-format
     _('8 nodes sharing one array: aggregate read-back ≥ {threshold} of line rate'),
+    _('No request failed in any arm of the comparison'),
     _('Continuous load held for {threshold}'),
     _('No failed request during any fault window'),
     _('Correctness probes match the known-good answers'),
@@ -109,6 +110,7 @@ CRITERION_SOURCES = (
     # xgettext:no-python-format
     _("DOMAIN.md G2: ≥ 83 % line efficiency, against the array's port (100 GbE = 12.5 GB/s)"),
     _('RUNBOOK §3.2: a failed fio job cannot count'),
+    _("issue 16: vLLM's TTFT and throughput count successful requests only; failed requests in any arm void the comparison"),
     _('R2 local NVMe, concurrency 16: TTFT p50 17.31 s'),
     _('R2 local NVMe, concurrency 16: 53.6 output tok/s'),
     _('RUNBOOK §3.4: failed requests void a baseline'),

@@ -245,6 +245,11 @@ DEFAULT_GATES = [
                        "round_deviation", "<=", "ratio", "DOMAIN.md repeatability; R3: two "
                        "rounds within 5 %", threshold=ROUND_DEVIATION_MAX,
                        above_range_verdict="unstable"),
+            _criterion("compare-failed-requests", "No request failed in any arm of the "
+                       "comparison", "failed_requests", "<=", "1",
+                       "issue 16: vLLM's TTFT and throughput count successful requests only; "
+                       "failed requests in any arm void the comparison", aggregation="sum",
+                       threshold=0, label_filter={"phase": "compare"}),
             _criterion("readback-efficiency",
                        "8 nodes sharing one array: aggregate read-back ≥ {threshold} of line rate",
                        "line_efficiency", ">=", "ratio", "DOMAIN.md G3; R1: one array serves 8 "

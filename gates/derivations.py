@@ -250,22 +250,31 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
       (label ``round``) and as the mean of the rounds (``round=mean``, ``rounds=N``), with its
       95 % t-interval as ``ci_low`` / ``ci_high`` (``figure`` names the figure) from two rounds
       on. Inputs: both arms' figures and the tier evidence judged.
-    * ``round_deviation`` = max over later rounds of \\|round i − round 1\\| ÷ round 1, per arm
-      and measured figure (``figure`` = ttft_p50 / output_throughput).
+    * ``round_deviation`` = (largest − smallest round) ÷ their mean, per arm and measured
+      figure (``figure`` = ttft_p50 / output_throughput): with two rounds \\|a − b\\| ÷
+      ((a + b) / 2), the same whichever round came first (12.00 → 12.62 s and 12.62 → 12.00 s
+      are both 5.04 %).
 
-    A comparison round is marked ``invalid`` (with the reason) when either arm with a KV tier
-    shows no external-tier hit in its /metrics window, or its working set does not exceed its
-    host-memory tier; the mean is invalid when any round is.
+    A comparison round is marked ``invalid`` (with the reason) when either arm's passes of that
+    round had failed requests (vLLM's ``median_ttft_ms`` and ``output_throughput`` count
+    successful requests only, so an arm with failures can look better), when either arm with a
+    KV tier shows no external-tier hit in its /metrics window, or its working set does not
+    exceed its host-memory tier; the mean is invalid when any round is.
     """
     # (node, concurrency, arm, round) → measured figure → sample
     passes: dict[tuple[str, str, str, str], dict[str, Sample]] = defaultdict(dict)
     # (node, arm, round) → tier evidence metric → sample
     evidence: dict[tuple[str, str, str], dict[str, Sample]] = defaultdict(dict)
+    # (node, concurrency, arm, round) → failed_requests of its passes (warm-up and measured)
+    failures: dict[tuple[str, str, str, str], list[Sample]] = defaultdict(list)
     for s in samples:
         labels = s.labels
         if labels.get("phase") != "compare" or "arm" not in labels or "round" not in labels:
             continue
-        if s.metric in ("ttft_p50", "output_throughput") and labels.get("pass") == "measured":
+        if s.metric == "failed_requests":
+            failures[(s.node, labels.get("concurrency", ""), labels["arm"],
+                      labels["round"])].append(s)
+        elif s.metric in ("ttft_p50", "output_throughput") and labels.get("pass") == "measured":
             key = (s.node, labels.get("concurrency", ""), labels["arm"], labels["round"])
             passes[key].setdefault(s.metric, s)
         elif s.metric in _TIER_EVIDENCE:
@@ -283,6 +292,15 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
         reason, arm_ids = _tier_invalid(node, arm, round_, evidence[(node, arm, round_)])
         base_reason, base_ids = _tier_invalid(node, BASELINE_ARM, round_,
                                               evidence[(node, BASELINE_ARM, round_)])
+        failed = [f for a in (arm, BASELINE_ARM)
+                  for f in failures.get((node, concurrency, a, round_), []) if f.value > 0]
+        arm_ids = (*arm_ids, *(f.id for f in failed))
+        if failed:
+            reason = "; ".join(
+                f"{f.value:g} failed request(s) in arm {f.labels['arm']}, round {round_}"
+                + (f", {f.labels['pass']} pass" if f.labels.get("pass") else "")
+                for f in failed) + (" (vLLM's TTFT and throughput count successful requests "
+                                    "only: an arm with failures cannot be compared)")
         reason = reason or base_reason
         for metric, (figure, formula) in COMPARISONS.items():
             mine, theirs = figures.get(figure), base.get(figure)
@@ -322,10 +340,11 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
         if len(measured) < 2:
             continue
         measured.sort(key=lambda item: _round_key(item[0]))
-        first = measured[0][1]
-        if first.value <= 0:
+        values = [s.value for _, s in measured]
+        low, high = min(values), max(values)
+        if low <= 0:
             continue
-        deviation = max(abs(s.value - first.value) / first.value for _, s in measured[1:])
+        deviation = (high - low) / ((high + low) / 2)  # a symmetric base: no round favoured
         derived.append(DerivedSample(
             "round_deviation", deviation, "ratio",
             {"figure": figure, "arm": arm, "concurrency": concurrency}, node,

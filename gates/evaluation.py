@@ -254,7 +254,7 @@ def _interval_note(spec: CriterionSpec, chosen: Sample, samples: list[Sample]) -
     level = float(low.labels.get("level", "0.95")) * 100
     rounds = chosen.labels.get("rounds", "?")
     return (f"; {level:g} % CI {low.value:.3g} … {bounds['ci_high'].value:.3g} over "
-            f"{rounds} rounds")
+            f"{rounds} rounds (information, not a criterion)")
 
 
 def gate_outcome(verdicts: list[Verdict], blocking: dict[str, bool] | None = None) -> str:

@@ -112,4 +112,7 @@ def test_it_derives_line_efficiency_per_node_from_bandwidth_and_link_speed():
     assert len(derived) == 1  # node b has no link speed: nothing guessed
     assert derived[0].value == pytest.approx(0.88)
     assert derived[0].input_ids == (1, 2)
-    assert derived[0].labels == {"job": "seqread", "interface": "ens1f0"}
+    # No array named: the node's own NIC is the link, and the labels say so.
+    assert derived[0].labels == {
+        "job": "seqread", "interface": "ens1f0", "link": "node NIC",
+        "detail": "fio read 11.00 GB/s on a ÷ the node's NIC ens1f0 at 100000 Mb/s (12.50 GB/s)"}
