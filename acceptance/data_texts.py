@@ -99,6 +99,7 @@ SCENARIO_DESCRIPTIONS = (
     _('Drive index 9 (nvme9, FX1A0009) logs its newest self-test as result 2 (aborted by a controller reset): not a failure, not a pass. G1 is an error naming FX1A0009 (re-run its self-test).'),
     # xgettext:no-python-format
     _("Drive index 4 (nvme4, FX1A0004) never finishes the self-test this run starts (operation 1, 40 %): its probe polls until max_polls (10 min with the plan's defaults) and fails naming /dev/nvme4; G1 is an error, never a pass."),
+    _("The R2-like figures of kv-gain, but LMCache's max_local_cpu_size is 64 GB per TP rank: with TP = 8 the host-memory tier is 549.8 GB and holds R2's 487.6 GB working set, so hits may come from DRAM. G3 is an error (invalid arms), not a pass."),
 )
 CRITERION_SOURCES = (
     _('DOMAIN.md G1: BOM checklist ticked by the PM'),

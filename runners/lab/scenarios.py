@@ -75,8 +75,8 @@ local-NVMe arm, concurrency 16: TTFT p50 17.31 s, 53.6 tok/s (G2 passes within �
   * ``num_prompts`` — requests completed when the command gives no ``--num-prompts``.
 ``kv`` — the G3 cold-resume comparison (RUNBOOK §4.1-4.4) against reference R2 at concurrency 16
 (array 11.85 s / 74.9 tok/s, local NVMe 17.31 s / 53.6 tok/s, full recompute 149.48 s / 4.1).
-  * ``host_tier_gb`` — ``max_local_cpu_size`` the lab writes into its LMCache configs (the
-    host-memory tier the working set must exceed, RUNBOOK §4.2).
+  * ``host_tier_gb`` — ``max_local_cpu_size`` the lab writes into its LMCache configs, per TP
+    rank (the host-memory tier the working set must exceed is this × the ranks, RUNBOOK §4.2).
   * ``kv_bytes_per_token`` — bytes of KV cache per token; the engine stand-in counts external
     hits × this as bytes read from the array tier (``lmcache:num_remote_read_bytes``).
   * ``warmup`` — what a warm-up (populate) pass prints: the tier is cold, so prefill is
@@ -189,9 +189,10 @@ def _healthy() -> dict:
             "num_prompts": 256,
         },
         "kv": {
-            # max_local_cpu_size of the lab's LMCache configs: 64 GB, far below the working
-            # set (64 prefixes × 30000 tokens × 253952 B ≈ 488 GB).
-            "host_tier_gb": 64,
+            # max_local_cpu_size of the lab's LMCache configs: 40 GB per TP rank, × 8 ranks
+            # = 343.6 GB (GiB counted), below the working set (64 prefixes × 30000 tokens ×
+            # 253952 B ≈ 487.6 GB). 64 GB per rank would be 549.8 GB: scenario dram-tier-per-rank.
+            "host_tier_gb": 40,
             "kv_bytes_per_token": KV_BYTES_PER_TOKEN,
             # A warm-up pass finds the tier cold: full prefill, as R2's recompute column.
             "warmup": {"median_ttft_ms": 149480.0, "output_throughput": 4.1},
@@ -332,6 +333,13 @@ SCENARIOS: dict[str, dict] = {
         "an error (insufficient evidence), not a pass.",
         # The R2 figures of kv-gain, with no external-tier hits in the array arm.
         kv=_kv_arm("array", [11850.0, 12028.0], [74.9, 73.78], hit_ratio=0.0),
+    ),
+    "dram-tier-per-rank": _variant(
+        "dram-tier-per-rank",
+        "The R2-like figures of kv-gain, but LMCache's max_local_cpu_size is 64 GB per TP "
+        "rank: with TP = 8 the host-memory tier is 549.8 GB and holds R2's 487.6 GB working "
+        "set, so hits may come from DRAM. G3 is an error (invalid arms), not a pass.",
+        kv={"host_tier_gb": 64},
     ),
     "unstable-rounds": _variant(
         "unstable-rounds",

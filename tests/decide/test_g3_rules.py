@@ -1,13 +1,17 @@
 """Issue 16, G3: failed requests in any arm void the comparison; the round deviation has a
 symmetric base (|a − b| ÷ mean), on both sides of 5 % and exactly on it; the 95 % interval is
-information, not a criterion."""
+information, not a criterion; the DRAM tier is counted per TP rank."""
 
 from __future__ import annotations
+
+import subprocess
 
 import pytest
 
 from gates.derivations import derive_kv_tier
 from gates.evaluation import Sample, evaluate_criterion, gate_outcome
+from runners.parsers import parse_output
+from runners.probes import probe
 from tests.decide.standins import default_spec
 from tests.gates.test_evaluation_g3 import NODE, arm_pass, by, r2_rounds
 
@@ -73,3 +77,35 @@ def test_the_interval_is_information_not_a_criterion():
     assert outcome == "passed"
     assert "95 % CI" in verdicts["throughput-gain"].explanation
     assert "(information, not a criterion)" in verdicts["throughput-gain"].explanation
+
+
+def sizing(tmp_path, gb, tp=8):
+    """The kv_tier_sizing probe's own script on an LMCache config, parsed."""
+    config = tmp_path / f"lmc-{gb}.yaml"
+    config.write_text(f"local_cpu: true\nmax_local_cpu_size: {gb}\n")
+    command = probe("kv_tier_sizing").command(
+        {"lmcache_config": str(config), "num_prefixes": 64, "prefix_len": 30000,
+         "kv_bytes_per_token": 253952, "tensor_parallel_size": tp}, sudo=False)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=30, check=True)
+    return {m.metric: m.value for m in parse_output("vllm_metrics", done.stdout)}
+
+
+@pytest.mark.parametrize(("gb", "tp", "valid"), [
+    (64, 8, False),    # the issue's case: 549.8 GB of DRAM tier holds the 487.6 GB working set
+    (40, 8, True),     # 343.6 GB: below it
+    (64, 1, True),     # one rank: 68.7 GB
+    (56, 8, True),     # 481.0 GB: just below
+    (57, 8, False),    # 489.6 GB: just above
+])
+def test_the_dram_tier_is_allocated_per_tp_rank(tmp_path, gb, tp, valid):
+    figures = sizing(tmp_path, gb, tp)
+    assert figures["host_tier_bytes"] == gb * 2**30 * tp
+    assert figures["working_set_bytes"] == 64 * 30000 * 253952
+    ids = iter(range(1, 1000))
+    tier = {"working_set": figures["working_set_bytes"], "host_tier": figures["host_tier_bytes"]}
+    samples = (arm_pass(ids, "local", 1, 17.31, 53.6, **tier)
+               + arm_pass(ids, "array", 1, 11.85, 74.9, **tier))
+    [gain] = by(derive_kv_tier(samples), "throughput_gain", round="1")
+    assert ("invalid" not in gain.labels) == valid
+    if not valid:
+        assert "hits may come from DRAM" in gain.labels["invalid"]

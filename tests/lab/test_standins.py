@@ -102,7 +102,8 @@ def test_scenarios_are_plain_json_with_the_schema():
     assert set(SCENARIOS) == {"healthy", "missing-drive", "failed-self-test", "slow-link",
                               "baseline-off", "kv-gain", "kv-no-gain", "kv-no-tier-hits",
                               "unstable-rounds", "boot-drive", "fabrics-controller",
-                              "aborted-self-test", "self-test-in-progress"}
+                              "aborted-self-test", "self-test-in-progress",
+                              "dram-tier-per-rank"}
     for name, data in SCENARIOS.items():
         assert json.loads(json.dumps(data)) == data
         assert data["name"] == name
