@@ -22,10 +22,10 @@ GATE_DESCRIPTIONS = (
 CRITERION_DESCRIPTIONS = (
     _('Every bill-of-materials item delivered and ticked'),
     _('All drives of each array recognised'),
-    _("No drive's newest self-test failed"),
+    _('Every drive of each array completed and passed the self-test this run started'),
     _('No SMART critical warning on any drive'),
     # xgettext:no-python-format
-    _("Sequential read reaches {threshold} of the link's line rate"),
+    _("Sequential read reaches {threshold} of the array port's line rate"),
     _('No fio job reported an error'),
     # xgettext:no-python-format
     _('TTFT p50 at concurrency 16 within ±{tolerance} of R2'),
@@ -40,6 +40,7 @@ CRITERION_DESCRIPTIONS = (
     _('Two rounds agree within {threshold} for every figure and arm'),
     # xgettext:no-python-format
     _('8 nodes sharing one array: aggregate read-back ≥ {threshold} of line rate'),
+    _('No request failed in any arm of the comparison'),
     _('Continuous load held for {threshold}'),
     _('No failed request during any fault window'),
     _('Correctness probes match the known-good answers'),
@@ -54,6 +55,9 @@ CRITERION_DESCRIPTIONS = (
 # The default descriptions as they read before they named their bounds ({threshold}): the
 # verdicts of earlier decisions keep them in their snapshots.
 FORMER_CRITERION_DESCRIPTIONS = (
+    _("No drive's newest self-test failed"),
+    # xgettext:no-python-format
+    _("Sequential read reaches {threshold} of the link's line rate"),
     # xgettext:no-python-format
     _("Sequential read reaches 83 % of the link's line rate"),
     # xgettext:no-python-format
@@ -90,6 +94,12 @@ SCENARIO_DESCRIPTIONS = (
     _("The array arm's figures look like R2 (they would pass) but its engine reports no external-tier hit tokens: the array tier was not used, so the arm cannot count. G3 is an error (insufficient evidence), not a pass."),
     # xgettext:no-python-format
     _('Round 2 of the array arm differs from round 1 by more than 5 % (TTFT p50 12.80 s vs 11.85 s: +8 %; 69.66 vs 74.9 tok/s: −7 %): the measurement is unstable and G3 is an error asking for a re-run, although the means would pass.'),
+    _("23 array drives and the controller's own boot SSD (another model, PCIe): nvme list shows 24 PCIe drives, but only 23 are of the array's drive model. G1 stops on drive_count 23 < 24 and names the boot SSD as not counted."),
+    _('nvme-cli 2.10 prints the flat list (no transport field): the 24 array drives and an NVMe-oF controller of the array itself (model FX100). Only the 24 drives of the drive model count, so G1 passes on its drive count and names the fabrics controller.'),
+    _('Drive index 9 (nvme9, FX1A0009) logs its newest self-test as result 2 (aborted by a controller reset): not a failure, not a pass. G1 is an error naming FX1A0009 (re-run its self-test).'),
+    # xgettext:no-python-format
+    _("Drive index 4 (nvme4, FX1A0004) never finishes the self-test this run starts (operation 1, 40 %): its probe polls until max_polls (10 min with the plan's defaults) and fails naming /dev/nvme4; G1 is an error, never a pass."),
+    _("The R2-like figures of kv-gain, but LMCache's max_local_cpu_size is 64 GB per TP rank: with TP = 8 the host-memory tier is 549.8 GB and holds R2's 487.6 GB working set, so hits may come from DRAM. G3 is an error (invalid arms), not a pass."),
 )
 CRITERION_SOURCES = (
     _('DOMAIN.md G1: BOM checklist ticked by the PM'),
@@ -98,7 +108,10 @@ CRITERION_SOURCES = (
     _('DOMAIN.md G1: SMART critical warnings = 0'),
     # xgettext:no-python-format
     _('DOMAIN.md G2: ≥ 83 % line efficiency (100 GbE = 12.5 GB/s)'),
+    # xgettext:no-python-format
+    _("DOMAIN.md G2: ≥ 83 % line efficiency, against the array's port (100 GbE = 12.5 GB/s)"),
     _('RUNBOOK §3.2: a failed fio job cannot count'),
+    _("issue 16: vLLM's TTFT and throughput count successful requests only; failed requests in any arm void the comparison"),
     _('R2 local NVMe, concurrency 16: TTFT p50 17.31 s'),
     _('R2 local NVMe, concurrency 16: 53.6 output tok/s'),
     _('RUNBOOK §3.4: failed requests void a baseline'),

@@ -121,6 +121,12 @@ class Array(models.Model):
     expected_drive_count = models.PositiveIntegerField(
         default=24, validators=[MinValueValidator(1), MaxValueValidator(1024)]
     )
+    drive_model = models.CharField(
+        max_length=64, blank=True, default="",
+        help_text="ModelNumber of the array's drives as nvme list prints it (the BOM's drive "
+                  "line); G1 counts only drives of this model. Blank: the model most of the "
+                  "controller's PCIe drives report",
+    )
     link_speed_mbps = models.PositiveIntegerField(
         default=100000, help_text="nominal link speed per port in Mb/s (100 GbE = 100000)"
     )

@@ -157,12 +157,16 @@ DEFAULT_GATES = [
             _criterion("bom-complete", "Every bill-of-materials item delivered and ticked",
                        "bom_open_items", "<=", "1", "DOMAIN.md G1: BOM checklist ticked by the PM",
                        aggregation="max", threshold=0),
+            # Per array (label scope=array): the drives of the array's drive model
+            # (Array.drive_model) on its controller; more than Array.expected_drive_count
+            # cannot count (gates.derivations.derive_array_drives).
             _criterion("drive-count", "All drives of each array recognised", "drive_count", ">=",
                        "1", "DOMAIN.md G1: all 24 drives of each array (FX100: 24 × 7.68 TB)",
-                       threshold=24),
-            _criterion("self-test", "No drive's newest self-test failed", "self_test_failures",
+                       threshold=24, label_filter={"scope": "array"}),
+            _criterion("self-test", "Every drive of each array completed and passed the "
+                       "self-test this run started", "self_test_failures",
                        "<=", "1", "DOMAIN.md G1: every array passes its self-test",
-                       aggregation="sum", threshold=0),
+                       aggregation="sum", threshold=0, label_filter={"scope": "array"}),
             _criterion("critical-warning", "No SMART critical warning on any drive",
                        "critical_warning", "<=", "1", "DOMAIN.md G1: SMART critical warnings = 0",
                        aggregation="max", threshold=0),
@@ -176,15 +180,19 @@ DEFAULT_GATES = [
         "of the reference figures; a single array under local load reaches ≥ 83 % line "
         "efficiency.",
         "probe_plan": [
-            {"probe": "link_speed", "role": "inference"},
-            {"probe": "fio_seqread", "role": "inference", "params": G2_FIO_PARAMS},
+            # A single array under local load: one inference node per array reads it (N nodes
+            # at once would share the array's port); line efficiency is against that port.
+            {"probe": "link_speed", "role": "inference", "nodes": "first_per_array"},
+            {"probe": "fio_seqread", "role": "inference", "params": G2_FIO_PARAMS,
+             "nodes": "first_per_array"},
             {"probe": "vllm_bench_serve", "role": "inference", "params": G2_BENCH_PARAMS},
         ],
         "criteria": [
             _criterion("line-efficiency",
-                       "Sequential read reaches {threshold} of the link's line rate",
+                       "Sequential read reaches {threshold} of the array port's line rate",
                        "line_efficiency", ">=", "ratio",
-                       "DOMAIN.md G2: ≥ 83 % line efficiency (100 GbE = 12.5 GB/s)",
+                       "DOMAIN.md G2: ≥ 83 % line efficiency, against the array's port "
+                       "(100 GbE = 12.5 GB/s)",
                        threshold=LINE_EFFICIENCY_MIN),
             _criterion("fio-job-errors", "No fio job reported an error", "job_errors", "<=", "1",
                        "RUNBOOK §3.2: a failed fio job cannot count", aggregation="sum",
@@ -237,6 +245,11 @@ DEFAULT_GATES = [
                        "round_deviation", "<=", "ratio", "DOMAIN.md repeatability; R3: two "
                        "rounds within 5 %", threshold=ROUND_DEVIATION_MAX,
                        above_range_verdict="unstable"),
+            _criterion("compare-failed-requests", "No request failed in any arm of the "
+                       "comparison", "failed_requests", "<=", "1",
+                       "issue 16: vLLM's TTFT and throughput count successful requests only; "
+                       "failed requests in any arm void the comparison", aggregation="sum",
+                       threshold=0, label_filter={"phase": "compare"}),
             _criterion("readback-efficiency",
                        "8 nodes sharing one array: aggregate read-back ≥ {threshold} of line rate",
                        "line_efficiency", ">=", "ratio", "DOMAIN.md G3; R1: one array serves 8 "

@@ -19,7 +19,112 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gates.evaluation import Sample
+from gates.evaluation import Sample, at_most
+
+# --- G1: the drives of each array and their self-tests ---------------------------------------
+
+#: NVMe self-test result codes (the low nibble of DSTS, NVMe base spec "Device Self-test Log"):
+#: 0 completed without error; 1-4, 8, 9 aborted (re-run); 5-7 failed.
+SELF_TEST_ABORTED = {1: "aborted by a Device Self-test command", 2: "aborted by a controller "
+                     "reset", 3: "aborted by a namespace removal", 4: "aborted by a Format NVM",
+                     8: "aborted for an unknown reason", 9: "aborted by a sanitize operation"}
+SELF_TEST_FAILED = {5: "fatal or unknown test error", 6: "failed, segment unknown",
+                    7: "failed in a segment"}
+
+
+@dataclass(frozen=True)
+class ArrayDrives:
+    """What G1 expects on one array controller: the array's name, its drives' model (``""``:
+    the model most of the controller's PCIe drives report) and how many there must be."""
+
+    array: str
+    drive_model: str
+    expected: int
+
+
+def _listed(problems: list[str], most: int = 6) -> str:
+    shown = "; ".join(problems[:most])
+    return shown + (f"; and {len(problems) - most} more" if len(problems) > most else "")
+
+
+def derive_array_drives(samples: list[Sample],
+                        plans: Mapping[str, ArrayDrives]) -> list[DerivedSample]:
+    """G1 per array controller (``plans``: controller node name → :class:`ArrayDrives`):
+
+    * ``drive_count`` (unit 1, labels ``scope=array``, ``array``, ``expected``): the distinct
+      serials of the array's drive model among the controller's ``drive_present``. A boot SSD,
+      a fabrics controller (its model is the array's product, not the drive's) and any drive
+      of another model are not counted and are named in the ``detail`` label. More than
+      ``expected`` (a controller that sees a second array's drives of the same model) cannot
+      count: the figure is ``invalid``, naming the counts. Fewer is judged by the criterion.
+    * ``self_test_failures`` (labels ``scope=array``): the counted drives whose self-test of
+      this run failed (result 5-7). Each counted drive needs exactly one completed result from
+      this run's probe (labelled with its ``controller``); a drive with none, with its test
+      still running, with an aborted test (1-4, 8, 9) or an unknown code makes the figure
+      ``invalid``, naming the drive: the gate cannot decide on it.
+    """
+    derived: list[DerivedSample] = []
+    for node, plan in sorted(plans.items()):
+        mine = [s for s in samples if s.node == node]
+        present = {s.labels.get("serial", ""): s for s in mine if s.metric == "drive_present"}
+        models = [s.labels.get("model", "") for s in present.values()]
+        model = plan.drive_model or max(sorted(set(models)), key=models.count, default="")
+        ours = {serial: s for serial, s in present.items() if s.labels.get("model") == model}
+        others = [s for s in present.values() if s.labels.get("model") != model]
+        detail = (f"array {plan.array}: {len(ours)} drive(s) of model {model!r} counted, "
+                  f"{plan.expected} expected"
+                  + ("" if plan.drive_model else " (model taken from most drives)"))
+        if others:
+            detail += "; not counted: " + _listed(
+                [f"{s.labels.get('model', '?')!r} {s.labels.get('serial', '')} "
+                 f"{s.labels.get('controller', '')}".rstrip() for s in others])
+        labels = {"scope": "array", "array": plan.array, "model": model,
+                  "expected": str(plan.expected), "detail": detail}
+        if len(ours) > plan.expected:
+            labels["invalid"] = (f"array {plan.array}: its controller {node} shows {len(ours)} "
+                                 f"drives of model {model!r}, more than the {plan.expected} "
+                                 f"the array has (another array's drives?)")
+        derived.append(DerivedSample(
+            "drive_count", float(len(ours)), "1", labels, node,
+            tuple(s.id for s in present.values())))
+        if ours:
+            derived.append(_array_self_tests(node, plan, ours, mine))
+    return derived
+
+
+def _array_self_tests(node: str, plan: ArrayDrives, ours: dict[str, Sample],
+                      mine: list[Sample]) -> DerivedSample:
+    by_controller: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    for s in mine:
+        if s.metric in ("self_test_result", "self_test_in_progress") and "controller" in s.labels:
+            by_controller[s.labels["controller"]][s.metric].append(s)
+    failures, problems, ids = 0, [], []
+    for serial, drive in sorted(ours.items()):
+        controller = drive.labels.get("controller", "")
+        found = by_controller.get(controller, {})
+        ids += [s.id for group in found.values() for s in group]
+        results, running = found.get("self_test_result", []), found.get("self_test_in_progress")
+        where = f"drive {serial} ({controller or 'no controller'})"
+        if running and any(s.value for s in running):
+            problems.append(f"{where}: its self-test was still running")
+        elif not results:
+            problems.append(f"{where}: no self-test result from this run")
+        elif len(results) > 1:
+            problems.append(f"{where}: {len(results)} self-test results in one run")
+        elif int(results[0].value) in SELF_TEST_FAILED:
+            failures += 1
+        elif int(results[0].value) in SELF_TEST_ABORTED:
+            code = int(results[0].value)
+            problems.append(f"{where}: self-test {SELF_TEST_ABORTED[code]} (result {code}); "
+                            f"re-run it")
+        elif results[0].value != 0:
+            problems.append(f"{where}: unknown self-test result {results[0].value:g}")
+    labels = {"scope": "array", "array": plan.array, "drives": str(len(ours))}
+    if problems:
+        labels["invalid"] = "self-tests of " + plan.array + ": " + _listed(problems)
+    return DerivedSample("self_test_failures", float(failures), "1", labels, node,
+                         (*(s.id for s in ours.values()), *ids))
+
 
 
 @dataclass(frozen=True)
@@ -35,14 +140,20 @@ class DerivedSample:
 EFFICIENCY_MAX = 1.0  # a line efficiency cannot exceed the line rate
 
 
-def derive_line_efficiency(samples: list[Sample]) -> list[DerivedSample]:
-    """line_efficiency = read_bandwidth ÷ link_speed per node (METRICS.md), both in B/s.
+def derive_line_efficiency(samples: list[Sample],
+                           arrays: Mapping[str, tuple[str, float]] | None = None
+                           ) -> list[DerivedSample]:
+    """line_efficiency = read_bandwidth ÷ the link line rate per node (METRICS.md), in B/s.
 
-    A node with bandwidth but no link speed (or the reverse) gets nothing, so the criterion sees
-    insufficient data rather than a guess. An efficiency above 1 (more read than the link can
-    carry: a misread unit or a wrong link speed) cannot be true and is never derived, so it is
-    never stored nor judged (issue 21; :data:`EFFICIENCY_MAX`).
+    The link is the **array's port** (``arrays``: node name → (array name, its port's line rate
+    in B/s), DOMAIN.md's "link line rate") when the node reads an array, else the node's own
+    NIC (its ``link_speed``); the ``link`` label says which, the ``detail`` label gives both
+    figures. A node with bandwidth but no link speed (or the reverse) gets nothing, so the
+    criterion sees insufficient data rather than a guess. A ratio above 1, or a read faster
+    than the node's own NIC, is impossible: a wrong link or a wrong figure. The figure is then
+    ``invalid`` (an error, never a pass), naming the fio figure and the link.
     """
+    arrays = arrays or {}
     by_node: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
     for s in samples:
         if s.metric in ("read_bandwidth", "link_speed"):
@@ -52,13 +163,26 @@ def derive_line_efficiency(samples: list[Sample]) -> list[DerivedSample]:
         reads, links = metrics.get("read_bandwidth", []), metrics.get("link_speed", [])
         if not reads or not links or len(links) != 1 or links[0].value <= 0:
             continue
+        nic = links[0]
+        interface = nic.labels.get("interface", "")
+        nic_text = (f"the node's NIC{' ' + interface if interface else ''} at "
+                    f"{nic.value * 8 / 1e6:.0f} Mb/s ({nic.value / 1e9:.2f} GB/s)")
+        if node in arrays and arrays[node][1] > 0:
+            array, rate = arrays[node]
+            link = f"array {array} port"
+            link_text = f"array {array}'s port at {rate * 8 / 1e6:.0f} Mb/s ({rate / 1e9:.2f} GB/s)"
+        else:
+            rate, link, link_text = nic.value, "node NIC", nic_text
         for read in reads:
-            if read.value / links[0].value > EFFICIENCY_MAX:
-                continue
-            derived.append(DerivedSample(
-                "line_efficiency", read.value / links[0].value, "ratio",
-                {**read.labels, **links[0].labels}, node, (read.id, links[0].id),
-            ))
+            ratio = read.value / rate
+            detail = (f"fio read {read.value / 1e9:.2f} GB/s on {node} ÷ {link_text}"
+                      + ("" if link == "node NIC" else f"; {nic_text}"))
+            labels = {**read.labels, **nic.labels, "link": link, "detail": detail}
+            if not at_most(ratio, 1.0) or not at_most(read.value, nic.value):
+                labels["invalid"] = (f"impossible: {detail} — a ratio above 1 means a wrong "
+                                     f"link or a wrong figure")
+            derived.append(DerivedSample("line_efficiency", ratio, "ratio", labels, node,
+                                         (read.id, nic.id)))
     return derived
 
 
@@ -129,22 +253,31 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
       (label ``round``) and as the mean of the rounds (``round=mean``, ``rounds=N``), with its
       95 % t-interval as ``ci_low`` / ``ci_high`` (``figure`` names the figure) from two rounds
       on. Inputs: both arms' figures and the tier evidence judged.
-    * ``round_deviation`` = max over later rounds of \\|round i − round 1\\| ÷ round 1, per arm
-      and measured figure (``figure`` = ttft_p50 / output_throughput).
+    * ``round_deviation`` = (largest − smallest round) ÷ their mean, per arm and measured
+      figure (``figure`` = ttft_p50 / output_throughput): with two rounds \\|a − b\\| ÷
+      ((a + b) / 2), the same whichever round came first (12.00 → 12.62 s and 12.62 → 12.00 s
+      are both 5.04 %).
 
-    A comparison round is marked ``invalid`` (with the reason) when either arm with a KV tier
-    shows no external-tier hit in its /metrics window, or its working set does not exceed its
-    host-memory tier; the mean is invalid when any round is.
+    A comparison round is marked ``invalid`` (with the reason) when either arm's passes of that
+    round had failed requests (vLLM's ``median_ttft_ms`` and ``output_throughput`` count
+    successful requests only, so an arm with failures can look better), when either arm with a
+    KV tier shows no external-tier hit in its /metrics window, or its working set does not
+    exceed its host-memory tier; the mean is invalid when any round is.
     """
     # (node, concurrency, arm, round) → measured figure → sample
     passes: dict[tuple[str, str, str, str], dict[str, Sample]] = defaultdict(dict)
     # (node, arm, round) → tier evidence metric → sample
     evidence: dict[tuple[str, str, str], dict[str, Sample]] = defaultdict(dict)
+    # (node, concurrency, arm, round) → failed_requests of its passes (warm-up and measured)
+    failures: dict[tuple[str, str, str, str], list[Sample]] = defaultdict(list)
     for s in samples:
         labels = s.labels
         if labels.get("phase") != "compare" or "arm" not in labels or "round" not in labels:
             continue
-        if s.metric in ("ttft_p50", "output_throughput") and labels.get("pass") == "measured":
+        if s.metric == "failed_requests":
+            failures[(s.node, labels.get("concurrency", ""), labels["arm"],
+                      labels["round"])].append(s)
+        elif s.metric in ("ttft_p50", "output_throughput") and labels.get("pass") == "measured":
             key = (s.node, labels.get("concurrency", ""), labels["arm"], labels["round"])
             passes[key].setdefault(s.metric, s)
         elif s.metric in _TIER_EVIDENCE:
@@ -162,6 +295,15 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
         reason, arm_ids = _tier_invalid(node, arm, round_, evidence[(node, arm, round_)])
         base_reason, base_ids = _tier_invalid(node, BASELINE_ARM, round_,
                                               evidence[(node, BASELINE_ARM, round_)])
+        failed = [f for a in (arm, BASELINE_ARM)
+                  for f in failures.get((node, concurrency, a, round_), []) if f.value > 0]
+        arm_ids = (*arm_ids, *(f.id for f in failed))
+        if failed:
+            reason = "; ".join(
+                f"{f.value:g} failed request(s) in arm {f.labels['arm']}, round {round_}"
+                + (f", {f.labels['pass']} pass" if f.labels.get("pass") else "")
+                for f in failed) + (" (vLLM's TTFT and throughput count successful requests "
+                                    "only: an arm with failures cannot be compared)")
         reason = reason or base_reason
         for metric, (figure, formula) in COMPARISONS.items():
             mine, theirs = figures.get(figure), base.get(figure)
@@ -201,10 +343,11 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
         if len(measured) < 2:
             continue
         measured.sort(key=lambda item: _round_key(item[0]))
-        first = measured[0][1]
-        if first.value <= 0:
+        values = [s.value for _, s in measured]
+        low, high = min(values), max(values)
+        if low <= 0:
             continue
-        deviation = max(abs(s.value - first.value) / first.value for _, s in measured[1:])
+        deviation = (high - low) / ((high + low) / 2)  # a symmetric base: no round favoured
         derived.append(DerivedSample(
             "round_deviation", deviation, "ratio",
             {"figure": figure, "arm": arm, "concurrency": concurrency}, node,
@@ -243,9 +386,11 @@ def derive_readback(samples: list[Sample],
 
 
 def derive_all(samples: list[Sample],
-               arrays: Mapping[str, tuple[str, float]] | None = None) -> list[DerivedSample]:
+               arrays: Mapping[str, tuple[str, float]] | None = None,
+               drives: Mapping[str, ArrayDrives] | None = None) -> list[DerivedSample]:
     """Every derived figure of a gate run's samples (each derivation finds its own inputs and
-    yields nothing without them): line efficiency per node, the G3 tier comparison and
+    yields nothing without them): G1's drives per array (``drives``: see
+    ``derive_array_drives``), line efficiency per node, the G3 tier comparison and
     repeatability, the aggregate read-back per array (``arrays``: see ``derive_readback``)."""
-    return [*derive_line_efficiency(samples), *derive_kv_tier(samples),
-            *derive_readback(samples, arrays or {})]
+    return [*derive_array_drives(samples, drives or {}), *derive_line_efficiency(samples, arrays),
+            *derive_kv_tier(samples), *derive_readback(samples, arrays or {})]

@@ -9,6 +9,11 @@ evidence to decide on, so it is an error, never a pass or a stop), ``unstable`` 
 the same figure disagree beyond the tolerance: the measurement must be re-run before it counts,
 also an error).
 
+Exact boundaries: every bound is met with a stated relative tolerance, :data:`REL_TOL`
+(1e-9 of the larger of the bound and the figure), so a figure computed exactly on a threshold
+(75.04 / 53.6 − 1 = 0.40000000000000013 for "at most +40 %") is on it, not beyond it; a figure
+one part in a million off is still judged as it is.
+
 A sample whose labels carry ``invalid`` (a reason) is evidence that must not count: a criterion
 that selects it is ``insufficient`` with that reason (the G3 derivations mark a comparison so
 when the tier under test cannot be shown to have been used).
@@ -78,6 +83,8 @@ def threshold_text(spec: CriterionSpec) -> str:
     if spec.operator in (">=", "<="):
         return f"{spec.operator} {spec.threshold:g}{unit}"
     if spec.operator == "between":
+        if spec.threshold == spec.threshold_high:
+            return f"= {spec.threshold:g}{unit}"
         return f"{spec.threshold:g} … {spec.threshold_high:g}{unit}"
     return f"{spec.reference_value:g}{unit} ± {_needed(spec, spec.tolerance) * 100:g} %"
 
@@ -106,27 +113,46 @@ def _check(spec: CriterionSpec) -> None:
         raise CriterionError(f"criterion {spec.key}: reference value must be non-zero")
 
 
+#: The relative tolerance of every comparison with a bound: a figure within 1e-9 of the bound
+#: (relative to the larger of the two) is on the bound. Floating point leaves a figure computed
+#: from exact inputs a few parts in 1e16 off; a real measurement is never that close by chance.
+REL_TOL = 1e-9
+
+
+def at_least(value: float, bound: float, rel_tol: float = REL_TOL) -> bool:
+    """``value >= bound`` with the relative tolerance ``rel_tol``."""
+    return value >= bound or bound - value <= rel_tol * max(abs(bound), abs(value))
+
+
+def at_most(value: float, bound: float, rel_tol: float = REL_TOL) -> bool:
+    """``value <= bound`` with the relative tolerance ``rel_tol``."""
+    return at_least(-value, -bound, rel_tol)
+
+
 def _judge(spec: CriterionSpec, value: float) -> tuple[str, float | None, float]:
-    """(verdict, deviation, margin) of one value; margin < 0 means failing, smaller is worse."""
+    """(verdict, deviation, margin) of one value; margin < 0 means beyond the bound, smaller is
+    worse (a margin within :data:`REL_TOL` of the bound still passes)."""
     if spec.operator == ">=":
-        margin = value - _needed(spec, spec.threshold)
-        return ("pass" if margin >= 0 else "fail"), None, margin
+        threshold = _needed(spec, spec.threshold)
+        return ("pass" if at_least(value, threshold) else "fail"), None, value - threshold
     if spec.operator == "<=":
         # Above an at-most threshold is above its range: that verdict ("fail" unless the
         # criterion names another, e.g. "unstable" for round_deviation).
-        margin = _needed(spec, spec.threshold) - value
-        return ("pass" if margin >= 0 else spec.above_range_verdict), None, margin
+        threshold = _needed(spec, spec.threshold)
+        verdict = "pass" if at_most(value, threshold) else spec.above_range_verdict
+        return verdict, None, threshold - value
     if spec.operator == "between":
         low, high = _needed(spec, spec.threshold), _needed(spec, spec.threshold_high)
-        if value < low:
+        if not at_least(value, low):
             return "fail", None, value - low
-        if value > high:
+        if not at_most(value, high):
             return spec.above_range_verdict, None, high - value
         return "pass", None, min(value - low, high - value)
     deviation = value / _needed(spec, spec.reference_value) - 1
-    margin = _needed(spec, spec.tolerance) - abs(deviation)
+    tolerance = _needed(spec, spec.tolerance)
+    margin = tolerance - abs(deviation)
     # A rounding hair beyond the tolerance is still within it (0.1 vs 0.10000000000000009).
-    return ("pass" if margin >= -1e-12 else "fail"), deviation, margin
+    return ("pass" if at_most(abs(deviation), tolerance) else "fail"), deviation, margin
 
 
 def select(spec: CriterionSpec, samples: list[Sample]) -> list[Sample]:
@@ -167,25 +193,51 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
         worst = min(judged, key=lambda item: item[3])
         sample, verdict, deviation, _ = worst
         value, node = sample.value, sample.node
+        detail = sample.labels.get("detail", "")  # what a derived figure was made of (G1)
         scope = f"worst of {len(chosen)}" if len(chosen) > 1 else "measured"
     else:
         values = [s.value for s in chosen]
         value = _AGGREGATIONS[spec.aggregation](values)
         verdict, deviation, _ = _judge(spec, value)
-        node = ""
+        node, detail = "", ""
         scope = f"{spec.aggregation} of {len(chosen)}" if len(chosen) > 1 else "measured"
     where = f" on {node}" if node else ""
     if spec.aggregation == "each" and len(chosen) > 1 and verdict != "pass":
-        shown = {k: v for k, v in sample.labels.items() if k not in spec.label_filter}
+        shown = {k: v for k, v in sample.labels.items()
+                 if k not in spec.label_filter and k != "detail"}
         if shown:
             where += " (" + ", ".join(f"{k} {v}" for k, v in shown.items()) + ")"
     unit = "" if spec.unit in ("1", "ratio") else f" {spec.unit}"
-    explanation = f"{scope}{where}: {value:g}{unit}; required {threshold_text(spec)}"
+    explanation = (f"{scope}{where}: {figure_text(value, bounds(spec))}{unit}; "
+                   f"required {threshold_text(spec)}")
     if deviation is not None:
         explanation += f"; deviation {deviation * 100:+.1f} %"
+    if detail:
+        explanation += f"; {detail}"
     if len(chosen) == 1:
         explanation += _interval_note(spec, chosen[0], samples)
     return Verdict(spec.key, verdict, value, explanation, ids, deviation, node)
+
+
+def bounds(spec: CriterionSpec) -> tuple[float, ...]:
+    """The figures a measured value is judged against (for ``within``: reference × (1 ± tol))."""
+    if spec.operator == "within":
+        if spec.reference_value is None or spec.tolerance is None:
+            return ()
+        return (spec.reference_value * (1 - spec.tolerance),
+                spec.reference_value * (1 + spec.tolerance))
+    return tuple(b for b in (spec.threshold, spec.threshold_high) if b is not None)
+
+
+def figure_text(value: float, against: tuple[float, ...] = ()) -> str:
+    """``value`` with 6 significant digits (``%g``), or more where that would print it equal to
+    one of the bounds it is judged against while it is not on it (0.2499999 vs 0.25)."""
+    for digits in range(6, 16):
+        text = f"{value:.{digits}g}"
+        if not any(float(text) == b and not (at_least(value, b) and at_most(value, b))
+                   for b in against):
+            return text
+    return repr(value)
 
 
 def _interval_note(spec: CriterionSpec, chosen: Sample, samples: list[Sample]) -> str:
@@ -202,7 +254,7 @@ def _interval_note(spec: CriterionSpec, chosen: Sample, samples: list[Sample]) -
     level = float(low.labels.get("level", "0.95")) * 100
     rounds = chosen.labels.get("rounds", "?")
     return (f"; {level:g} % CI {low.value:.3g} … {bounds['ci_high'].value:.3g} over "
-            f"{rounds} rounds")
+            f"{rounds} rounds (information, not a criterion)")
 
 
 def gate_outcome(verdicts: list[Verdict], blocking: dict[str, bool] | None = None) -> str:

@@ -59,6 +59,18 @@ def criterion_text(criterion: Criterion) -> str:
         criterion.description, {f: getattr(criterion, f) for f in BOUND_FIELDS},
         criterion.unit)
 
+def snapshot_bounds(snapshot: Mapping[str, Any]) -> tuple[float, ...]:
+    """The bounds a verdict's criterion snapshot judges its figure against, so the measured
+    text prints enough digits to tell the figure from them (``acceptance.units``)."""
+    if snapshot.get("operator") == "within":
+        reference, tolerance = snapshot.get("reference_value"), snapshot.get("tolerance")
+        if reference is None or tolerance is None:
+            return ()
+        return (reference * (1 - tolerance), reference * (1 + tolerance))
+    return tuple(snapshot[f] for f in ("threshold", "threshold_high")
+                 if snapshot.get(f) is not None)
+
+
 #: Every verdict a row may carry: the evaluation's (``gates.evaluation``) and ``waiting``, a
 #: live soak check before its first judgement.
 VERDICTS: tuple[str, ...] = ("pass", "fail", "review", "insufficient", "unstable", "waiting")
@@ -102,7 +114,8 @@ def verdict_row(verdict: CriterionVerdict, *, words: Mapping[str, object] | None
                                             snapshot.get("unit", verdict.unit)),
         requirement=snapshot["requirement"],
         measured=verdict.measured_value, unit=verdict.unit,
-        measured_text=measured_text(verdict.measured_value, verdict.unit),
+        measured_text=measured_text(verdict.measured_value, verdict.unit,
+                                    snapshot_bounds(snapshot)),
         reference_source=data_text(snapshot.get("source", "")),
         verdict=verdict.verdict,
         verdict_word=str(words.get(verdict.verdict, verdict.verdict)) if words else "",

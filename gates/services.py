@@ -21,10 +21,11 @@ from acceptance.models import (
     Array,
     AuditEntry,
     Engagement,
+    Node,
     Organisation,
 )
 from acceptance.units import measurement_text
-from gates import evaluation
+from gates import derivations, evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import OPERATOR_BOUNDS, Criterion, CriterionVerdict, Decision, Gate
 
@@ -261,12 +262,12 @@ def criterion_snapshot(criterion: Criterion) -> dict:
 def _failing_parts(verdicts: list[evaluation.Verdict],
                    criteria: dict[str, Criterion]) -> list[str]:
     failing = [v for v in verdicts if v.verdict in ("fail", "review")]
-    parts = [
-        f"{criteria[v.key].metric} {evaluation.threshold_text(criterion_spec(criteria[v.key]))} "
-        f"measured {measurement_text(v.measured, criteria[v.key].unit)}"
-        + (f" on {v.node}" if v.node else "")
-        for v in failing
-    ]
+    parts = []
+    for v in failing:
+        spec = criterion_spec(criteria[v.key])
+        parts.append(f"{spec.metric} {evaluation.threshold_text(spec)} measured "
+                     f"{measurement_text(v.measured, spec.unit, evaluation.bounds(spec))}"
+                     + (f" on {v.node}" if v.node else ""))
     return parts
 
 
@@ -390,6 +391,17 @@ def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, flo
     return {
         node.name: (node.array.serial, node.array.link_speed_mbps * 1e6 / 8)
         for node in engagement.nodes.select_related("array").filter(array__isnull=False)
+    }
+
+
+def array_drive_plans(*, engagement: Engagement) -> dict[str, derivations.ArrayDrives]:
+    """Array controller node name → what G1 expects there (``derivations.derive_array_drives``):
+    the array's serial, its drive model and its expected drive count."""
+    return {
+        node.name: derivations.ArrayDrives(node.array.serial, node.array.drive_model,
+                                           node.array.expected_drive_count)
+        for node in engagement.nodes.select_related("array").filter(
+            array__isnull=False, role=Node.Role.ARRAY)
     }
 
 

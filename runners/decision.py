@@ -19,7 +19,12 @@ from django.utils import timezone
 from acceptance import events
 from gates import derivations, evaluation
 from gates.models import Decision
-from gates.services import criterion_spec, decision_record, node_array_line_rates
+from gates.services import (
+    array_drive_plans,
+    criterion_spec,
+    decision_record,
+    node_array_line_rates,
+)
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.probes import SIMULATED_MARKER
 
@@ -82,7 +87,9 @@ def _store_derived(gate_run: GateRun, samples: list[evaluation.Sample]) -> None:
     nodes = {n.name: n for n in gate_run.engagement.nodes.all()}
     # G3: all derivations, the aggregate read-back against each array's port.
     arrays = node_array_line_rates(engagement=gate_run.engagement)
-    for d in derivations.derive_all(samples, arrays):
+    # G1: each array's drives counted and self-tested on its controller.
+    drives = array_drive_plans(engagement=gate_run.engagement)
+    for d in derivations.derive_all(samples, arrays, drives):
         row = Measurement.objects.create(
             gate_run=gate_run, node=nodes.get(d.node), metric=d.metric, value=d.value,
             unit=d.unit, labels=d.labels, derived=True,

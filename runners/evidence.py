@@ -76,6 +76,14 @@ class EvidenceRefused(Exception):
     """The bundle(s) cannot be imported; the message names the bundle and the reason."""
 
 
+def _run_labels(step: dict, entry: dict) -> dict:
+    """A run's labels: its step's, and for a ``for_each`` step the item it ran for (G1: the
+    controller it self-tested), as an SSH run labels it."""
+    rule = step.get("for_each")
+    item = (entry.get("parameters") or {}).get(rule["param"]) if rule else None
+    return {**step["labels"], rule["label"]: item} if rule and item else dict(step["labels"])
+
+
 def _steps(gate: Gate, node: Node) -> list[dict]:
     steps = []
     for step in node_steps(gate, node):
@@ -415,7 +423,8 @@ def _store(gate: Gate, bundles: list[_Bundle], imported_by: str, *, confirmed: b
                 gate_run=gate_run, node=bundle.node, probe=spec.name, parser=spec.parser,
                 parser_version=PARSERS[spec.parser].PARSER_VERSION,
                 parameters=entry["parameters"] or {}, command=entry["command"],
-                labels=step["labels"], arm=step["arm"], tool_version=entry["tool_version"],
+                labels=_run_labels(step, entry), arm=step["arm"],
+                tool_version=entry["tool_version"],
                 exit_code=entry["exit_status"],
                 started_at=parse_datetime(entry["started_at"]),
                 finished_at=parse_datetime(entry["finished_at"]),

@@ -213,10 +213,16 @@ def plan_values(step: dict, spec: Probe, node: Node, gate_run: GateRun | None,
 
 
 def _for_each_values(job: NodeJob, rule: dict) -> list[str]:
+    """The label values a ``for_each`` step repeats over; on an array controller whose array
+    names its drive model, only that model's drives (G1 self-tests the array's drives, not a
+    boot SSD or a fabrics controller)."""
     labels = Measurement.objects.filter(
         gate_run=job.gate_run, node=job.node, metric=rule["metric"]
     ).values_list("labels", flat=True)
-    return sorted({lab[rule["label"]] for lab in labels if rule["label"] in lab})
+    array = job.node.array if job.node.role == job.node.Role.ARRAY else None
+    model = array.drive_model if array else ""
+    return sorted({lab[rule["label"]] for lab in labels if rule["label"] in lab
+                   and (not model or "model" not in lab or lab["model"] == model)})
 
 
 def node_job_execute(*, node_job_id: int) -> None:
@@ -260,8 +266,11 @@ def node_job_execute(*, node_job_id: int) -> None:
                     tags = {"labels": step.get("labels") or {}, "arm": step.get("arm", "")}
                     if rule:
                         for item in _for_each_values(job, rule):
-                            probe_run_execute(ctx=ctx, spec=spec, **tags,
-                                              values={**values, rule["param"]: item})
+                            # Each run names its item (G1: the controller it self-tested).
+                            probe_run_execute(
+                                ctx=ctx, spec=spec, arm=tags["arm"],
+                                labels={**tags["labels"], rule["label"]: item},
+                                values={**values, rule["param"]: item})
                     else:
                         _track_cleanup(pending, spec, values, probe_run_execute(
                             ctx=ctx, spec=spec, values=values, **tags))

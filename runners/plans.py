@@ -5,16 +5,18 @@ A plan step is ``{"probe", "role", "params"?, "for_each"?, "labels"?, "arm"?, "n
 ``for_each`` repeats the probe once per label value found by earlier steps (one self-test per
 drive); ``labels`` are added to every measurement the step yields (e.g. ``{"round": "1"}``) and
 ``arm`` names the G3 tier configuration the measurements belong to. ``nodes`` picks the nodes of
-the role that run the step: ``"all"`` (the default), ``"first"`` (the first by name) or a list of
+the role that run the step: ``"all"`` (the default), ``"first"`` (the first by name),
+``"first_per_array"`` (the first by name among the nodes reading each array) or a list of
 node names. ``node_params`` maps a node name to parameters that replace ``params`` on that node
 (nodes that differ: another RDMA device, or lab nodes sharing one host need their own ports).
 
 A step may instead be a compact form, ``{"expand": KIND, "role", ...}``, that this module
 expands into plain steps (the G3 cold-resume procedure of RUNBOOK §4.3 is long and regular):
 
-``{"expand": "cold_resume_arms", "arms": [...], "rounds": N, "params": {...},
-"arm_params": {ARM: {...}}}`` — for round 1 … N, each arm once (arms interleaved: local, array,
-local, array — one round is every arm once, never all rounds of one arm in a block), one *arm
+``{"expand": "cold_resume_arms", "arms": [...], "rounds": N, "order"?: "abba"|"fixed",
+"params": {...}, "arm_params": {ARM: {...}}}`` — for round 1 … N, each arm once (arms
+interleaved, ABBA by default: local, array, array, local — one round is every arm once, never
+all rounds of one arm in a block; label ``arm_order`` records each round's order), one *arm
 pass*: start the engine for the arm and wait until ready (first /metrics scrape kept), the
 tier sizing (arms with an LMCache config), a warm-up pass, drain, the guarded flush (arms with a
 cache directory), the measured pass, the /metrics window, stop. Labels ``phase=compare``,
@@ -80,10 +82,14 @@ def _selects(step: dict, gate: Gate, node: Node) -> bool:
     if chosen == "first":
         first = gate.engagement.nodes.filter(role=node.role).order_by("name").first()
         return first is not None and first.pk == node.pk
+    if chosen == "first_per_array":  # one node per array: a single-array test (G2's fio)
+        first = gate.engagement.nodes.filter(role=node.role, array_id=node.array_id).order_by(
+            "name").first()
+        return first is not None and first.pk == node.pk
     if isinstance(chosen, list):
         return node.name in chosen
-    raise PlanError(f"{gate.code}: 'nodes' must be 'all', 'first' or a list of node names, "
-                    f"not {chosen!r}")
+    raise PlanError(f"{gate.code}: 'nodes' must be 'all', 'first', 'first_per_array' or a "
+                    f"list of node names, not {chosen!r}")
 
 
 def _step(name: str, role: str, pool: dict, labels: dict, arm: str) -> dict:
@@ -134,10 +140,19 @@ def _cold_resume_arms(step: dict, node: Node) -> list[dict]:
         raise PlanError("cold_resume_arms needs a list of arms")
     if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 20:
         raise PlanError(f"cold_resume_arms: rounds must be 1 … 20, not {rounds!r}")
+    order = step.get("order", "abba")
+    if order not in ("abba", "fixed"):
+        raise PlanError(f"cold_resume_arms: order must be 'abba' or 'fixed', not {order!r}")
     steps: list[dict] = []
     for round_ in range(1, rounds + 1):
-        for arm in arms:
-            steps += _arm_pass(step, node, arm, round_, "compare")
+        # ABBA: even rounds reverse the arms, so a drift over the run favours no arm; the
+        # order of each round is recorded on its measurements (label ``arm_order``).
+        ordered = arms[::-1] if order == "abba" and round_ % 2 == 0 else list(arms)
+        for arm in ordered:
+            passes = _arm_pass(step, node, arm, round_, "compare")
+            for one in passes:
+                one["labels"] = {**one["labels"], "arm_order": ",".join(ordered)}
+            steps += passes
     return steps
 
 

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 
 from gates import derivations, evaluation
-from gates.services import node_array_line_rates
+from gates.services import array_drive_plans, node_array_line_rates
 from runners.models import GateRun
 from runners.outputs import output_bytes
 from runners.parsers import PARSERS, parse_output
@@ -93,7 +93,8 @@ def gate_run_reevaluate(*, gate_run: GateRun) -> Reevaluation:
                                              run.node.name if run.node else ""))
             next_id -= 1
     arrays = node_array_line_rates(engagement=gate_run.gate.engagement)
-    for d in derivations.derive_all(samples, arrays):
+    drives = array_drive_plans(engagement=gate_run.gate.engagement)
+    for d in derivations.derive_all(samples, arrays, drives):
         samples.append(evaluation.Sample(next_id, d.metric, d.value, d.unit, d.labels, d.node))
         next_id -= 1
     decision = getattr(gate_run, "decision", None)

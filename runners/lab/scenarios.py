@@ -21,7 +21,11 @@ Schema (every value plain JSON)::
 
     {"name": str, "description": str,
      "drives": {"count": int, "model": str, "serial_prefix": str, "firmware": str,
-                "failed_self_test": [int, ...], "critical_warning": {str(int): int}},
+                "failed_self_test": [int, ...], "critical_warning": {str(int): int},
+                "extra_controllers": [{"kind": "boot"|"fabrics", "model": str,
+                                       "serial": str}, ...], "nvme_cli": "2.11"|"2.10",
+                "aborted_self_test": {str(int): int}, "running_self_test": [int, ...],
+                "stale_self_test": [int, ...]},
      "link": {"interface": str, "speed_mbps": int},
      "fio": {"device": str, "read_bandwidth": float},
      "bench": {"concurrency": int, "median_ttft_ms": float, "output_throughput": float,
@@ -46,6 +50,10 @@ self-tests and SMART run on the array's own controller).
     digits (``FX1A0000`` …), so serials are distinct and ``drive_count`` counts drives.
   * ``failed_self_test`` — drive indices whose newest ``nvme self-test-log`` entry has
     ``Self test result`` 7 ("failed segment", ``Segment number`` 2); every other drive shows 0.
+  * ``extra_controllers``, ``nvme_cli``, ``aborted_self_test``, ``running_self_test``,
+    ``stale_self_test`` (optional) — a boot SSD or fabrics controller beside the drives, the
+    flat nvme-cli 2.10 list, an aborted / never-ending / never-logged self-test (the ``nvme``
+    stand-in's docstring says each).
   * ``critical_warning`` — drive index → SMART critical-warning bit field (bit 0 spare below
     threshold, 1 temperature, 2 reliability degraded, 3 read-only, 4 volatile backup failed,
     5 PMR read-only). JSON object keys are strings; ``"5"`` and ``5`` are both accepted.
@@ -67,8 +75,8 @@ local-NVMe arm, concurrency 16: TTFT p50 17.31 s, 53.6 tok/s (G2 passes within �
   * ``num_prompts`` — requests completed when the command gives no ``--num-prompts``.
 ``kv`` — the G3 cold-resume comparison (RUNBOOK §4.1-4.4) against reference R2 at concurrency 16
 (array 11.85 s / 74.9 tok/s, local NVMe 17.31 s / 53.6 tok/s, full recompute 149.48 s / 4.1).
-  * ``host_tier_gb`` — ``max_local_cpu_size`` the lab writes into its LMCache configs (the
-    host-memory tier the working set must exceed, RUNBOOK §4.2).
+  * ``host_tier_gb`` — ``max_local_cpu_size`` the lab writes into its LMCache configs, per TP
+    rank (the host-memory tier the working set must exceed is this × the ranks, RUNBOOK §4.2).
   * ``kv_bytes_per_token`` — bytes of KV cache per token; the engine stand-in counts external
     hits × this as bytes read from the array tier (``lmcache:num_remote_read_bytes``).
   * ``warmup`` — what a warm-up (populate) pass prints: the tier is cold, so prefill is
@@ -150,6 +158,13 @@ def _healthy() -> dict:
             "failed_self_test": [],
             # No SMART critical warning on any drive.
             "critical_warning": {},
+            # Issue 16's G1 situations, all off: no boot SSD or fabrics controller beside the
+            # drives, nvme-cli 2.11's list shape, no aborted / never-ending / never-logged test.
+            "extra_controllers": [],
+            "nvme_cli": "2.11",
+            "aborted_self_test": {},
+            "running_self_test": [],
+            "stale_self_test": [],
         },
         "link": {
             # The node's 100 GbE RoCE port towards the array.
@@ -174,9 +189,10 @@ def _healthy() -> dict:
             "num_prompts": 256,
         },
         "kv": {
-            # max_local_cpu_size of the lab's LMCache configs: 64 GB, far below the working
-            # set (64 prefixes × 30000 tokens × 253952 B ≈ 488 GB).
-            "host_tier_gb": 64,
+            # max_local_cpu_size of the lab's LMCache configs: 40 GB per TP rank, × 8 ranks
+            # = 343.6 GB (GiB counted), below the working set (64 prefixes × 30000 tokens ×
+            # 253952 B ≈ 487.6 GB). 64 GB per rank would be 549.8 GB: scenario dram-tier-per-rank.
+            "host_tier_gb": 40,
             "kv_bytes_per_token": KV_BYTES_PER_TOKEN,
             # A warm-up pass finds the tier cold: full prefill, as R2's recompute column.
             "warmup": {"median_ttft_ms": 149480.0, "output_throughput": 4.1},
@@ -246,6 +262,37 @@ SCENARIOS: dict[str, dict] = {
         # nvme5's newest self-test-log entry: result 7, segment 2.
         drives={"failed_self_test": [5]},
     ),
+    # Issue 16: what G1 must not count or pass (stand-in keys: runners/lab/standins/nvme).
+    "boot-drive": _variant(
+        "boot-drive",
+        "23 array drives and the controller's own boot SSD (another model, PCIe): nvme list "
+        "shows 24 PCIe drives, but only 23 are of the array's drive model. G1 stops on "
+        "drive_count 23 < 24 and names the boot SSD as not counted.",
+        drives={"count": 23, "extra_controllers": [
+            {"kind": "boot", "model": "SAMSUNG MZ1L2960HCJR-00A07", "serial": "S665NE0R100123"}]},
+    ),
+    "fabrics-controller": _variant(
+        "fabrics-controller",
+        "nvme-cli 2.10 prints the flat list (no transport field): the 24 array drives and an "
+        "NVMe-oF controller of the array itself (model FX100). Only the 24 drives of the drive "
+        "model count, so G1 passes on its drive count and names the fabrics controller.",
+        drives={"nvme_cli": "2.10", "extra_controllers": [
+            {"kind": "fabrics", "model": "FX100", "serial": "FX100-LAB-0001"}]},
+    ),
+    "aborted-self-test": _variant(
+        "aborted-self-test",
+        "Drive index 9 (nvme9, FX1A0009) logs its newest self-test as result 2 (aborted by a "
+        "controller reset): not a failure, not a pass. G1 is an error naming FX1A0009 (re-run "
+        "its self-test).",
+        drives={"aborted_self_test": {"9": 2}},
+    ),
+    "self-test-in-progress": _variant(
+        "self-test-in-progress",
+        "Drive index 4 (nvme4, FX1A0004) never finishes the self-test this run starts "
+        "(operation 1, 40 %): its probe polls until max_polls (10 min with the plan's "
+        "defaults) and fails naming /dev/nvme4; G1 is an error, never a pass.",
+        drives={"running_self_test": [4]},
+    ),
     "slow-link": _variant(
         "slow-link",
         "fio reads only 9.5e9 B/s over the 100 GbE link: 76 % line efficiency, below the "
@@ -286,6 +333,13 @@ SCENARIOS: dict[str, dict] = {
         "an error (insufficient evidence), not a pass.",
         # The R2 figures of kv-gain, with no external-tier hits in the array arm.
         kv=_kv_arm("array", [11850.0, 12028.0], [74.9, 73.78], hit_ratio=0.0),
+    ),
+    "dram-tier-per-rank": _variant(
+        "dram-tier-per-rank",
+        "The R2-like figures of kv-gain, but LMCache's max_local_cpu_size is 64 GB per TP "
+        "rank: with TP = 8 the host-memory tier is 549.8 GB and holds R2's 487.6 GB working "
+        "set, so hits may come from DRAM. G3 is an error (invalid arms), not a pass.",
+        kv={"host_tier_gb": 64},
     ),
     "unstable-rounds": _variant(
         "unstable-rounds",

@@ -216,7 +216,8 @@ def _lab_engagement(name: str, figures: dict, servers: dict[str, server.LabServe
                                    is_lab=True)
     array = Array.objects.create(
         engagement=engagement, model="FX100", serial=f"LAB-{figures['name'].upper()}",
-        expected_drive_count=24, link_speed_mbps=figures["link"]["speed_mbps"],
+        expected_drive_count=24, drive_model=figures["drives"]["model"],
+        link_speed_mbps=figures["link"]["speed_mbps"],
         layout=Array.Layout.RAID5,
     )
     controller = servers[ARRAY_NODE]

@@ -98,18 +98,21 @@ cat -- "$dir/metrics-$tag.t0.prom"
 
 # The host-memory tier of the arm's LMCache config vs the workload's working set (RUNBOOK §4.2),
 # as a Prometheus text the vllm_metrics parser reads. $1 config, $2 prefixes, $3 prefix length
-# (tokens), $4 KV bytes per token. LMCache reads max_local_cpu_size in GB (default 5); counted
-# here as GiB, the larger reading, so the check "working set > host tier" errs on the safe side.
+# (tokens), $4 KV bytes per token, $5 tensor-parallel ranks. LMCache reads max_local_cpu_size in
+# GB (default 5) and allocates it per TP rank (each rank's worker has its own CPU backend), so
+# the host tier is that × the ranks; counted here as GiB, the larger reading, so the check
+# "working set > host tier" errs on the safe side.
 TIER_SIZING_SCRIPT = r"""
-config=$1 prefixes=$2 prefix_len=$3 bpt=$4
+config=$1 prefixes=$2 prefix_len=$3 bpt=$4 tp=${5:-1}
 [ -r "$config" ] || { echo "cannot read the LMCache config $config" >&2; exit 2; }
 gb=$(sed -n 's/^[[:space:]]*max_local_cpu_size:[[:space:]]*\([0-9][0-9.]*\).*/\1/p' "$config" \
   | head -n 1)
 origin="max_local_cpu_size: $gb"
 [ -n "$gb" ] || { gb=5; origin="LMCache default 5"; }
-host=$(awk -v g="$gb" 'BEGIN { printf "%.0f", g * 1073741824 }')
+host=$(awk -v g="$gb" -v t="$tp" 'BEGIN { printf "%.0f", g * 1073741824 * t }')
 ws=$(awk -v p="$prefixes" -v l="$prefix_len" -v b="$bpt" 'BEGIN { printf "%.0f", p * l * b }')
-printf '# acceptance-sizing: %s (%s GB x 1024^3 B) in %s\n' "$origin" "$gb" "$config"
+printf '# acceptance-sizing: %s (%s GB x 1024^3 B) per TP rank x %s ranks in %s\n' \
+  "$origin" "$gb" "$tp" "$config"
 printf '# acceptance-sizing: working set = %s prefixes x %s tokens x %s B/token\n' \
   "$prefixes" "$prefix_len" "$bpt"
 printf '# TYPE acceptance_host_tier_bytes gauge\nacceptance_host_tier_bytes %s\n' "$host"
@@ -325,13 +328,15 @@ COLD_RESUME_PROBES: tuple[Probe, ...] = (
         "kv_tier_sizing", "inference", "vllm_metrics", ("vllm", "--version"), 30,
         {"lmcache_config": PATH, "num_prefixes": Param(int, 64, 1, 100_000),
          "prefix_len": Param(int, 30000, 1, 1_000_000),
-         "kv_bytes_per_token": Param(int, None, 1, 100_000_000)},
+         "kv_bytes_per_token": Param(int, None, 1, 100_000_000),
+         "tensor_parallel_size": Param(int, 1, 1, 64)},
         lambda p: ["sh", "-c", TIER_SIZING_SCRIPT, "kv-tier-sizing", p["lmcache_config"],
                    str(p["num_prefixes"]), str(p["prefix_len"]),
-                   str(p["kv_bytes_per_token"])],
+                   str(p["kv_bytes_per_token"]), str(p["tensor_parallel_size"])],
         "working set vs the host-memory tier of the arm's LMCache config (RUNBOOK §4.2)",
         summary=lambda p: (
-            f"max_local_cpu_size from {p['lmcache_config']} vs working set "
+            f"max_local_cpu_size from {p['lmcache_config']} × {p['tensor_parallel_size']} TP "
+            f"ranks vs working set "
             f"{p['num_prefixes']} prefixes × {p['prefix_len']} tokens × "
             f"{p['kv_bytes_per_token']} B/token"
         ),

@@ -9,20 +9,34 @@ from runners.probes.base import DEVICE, Param, Probe
 
 # The self-test is started, then its log polled until no test is running (RUNBOOK §2.3):
 # one script so the probe is one command; $1 device, $2 poll interval (s), $3 max polls.
+# The log is read once before the start: a poll that shows no test running counts only when
+# the log has changed since (the newest entry is then the test this run started) or this run
+# saw its test running; otherwise polling goes on, and after the last poll the probe fails
+# naming the device (exit 125), as it does when the test is still running (exit 124).
 SELF_TEST_SCRIPT = r"""
 dev=$1 interval=$2 polls=$3
+before=$(nvme self-test-log "$dev" -o json) || exit $?
 nvme device-self-test "$dev" -n 0xffffffff -s 1 >&2 || exit $?
-i=0
+i=0 seen=0
 while :; do
   out=$(nvme self-test-log "$dev" -o json) || exit $?
   if printf '%s' "$out" | grep -Eq '"Current Device Self-Test Operation" *: *0 *,'; then
-    printf '%s\n' "$out"; exit 0
+    if [ "$seen" = 1 ] || [ "$out" != "$before" ]; then
+      printf '%s\n' "$out"; exit 0
+    fi
+  else
+    seen=1
   fi
   pct=$(printf '%s' "$out" | sed -n 's/.*Self-Test Completion" *: *\([0-9]*\).*/\1/p')
   [ -n "$pct" ] && echo "self-test progress: $pct%" >&2
   i=$((i + 1))
   if [ "$i" -ge "$polls" ]; then
-    printf '%s\n' "$out"; echo "self-test still running after $polls polls" >&2; exit 124
+    printf '%s\n' "$out"
+    if [ "$seen" = 1 ]; then
+      echo "$dev: self-test still running after $polls polls" >&2; exit 124
+    fi
+    echo "$dev: the newest self-test-log entry is not the test this run started" \
+         "(the log did not change after $polls polls)" >&2; exit 125
   fi
   sleep "$interval"
 done

@@ -13,9 +13,9 @@ In ``--dir``:
   ``soak_started`` / ``soak_ended`` (node epoch s), ``soak_first_completion`` /
   ``soak_last_completion`` (epoch s of the first/last successful completion, null if none),
   ``soak_completion_gap_max_s`` (longest time between successive successful completions
-  inside the window, from the window start to the first and from the last to the window end
-  included), ``soak_exit`` (the client's exit status) and ``soak_error`` (why the client gave
-  no result, else null).
+  inside the window, and from the last to the window end; the client's ``start_times`` are
+  ``time.perf_counter()`` readings, mapped to epoch by this agent), ``soak_exit`` (the
+  client's exit status) and ``soak_error`` (why the client gave no result, else null).
 * ``probes.jsonl`` — one line per correctness round (RUNBOOK §5.2): ``{"soak_round", "t",
   "answers": [{"id", "text", "error", "elapsed_s"}]}`` from ``POST /v1/completions`` at
   temperature 0 (run in a thread beside the load, every ``--probe-every`` s).
@@ -76,8 +76,17 @@ def probe_round(args, prompts):
     return answers
 
 
-def completion_gaps(result, started, ended):
-    """(first, last, longest gap) of the successful completions of one window."""
+def completion_gaps(result, started, ended, clock=None):
+    """(first, last, longest gap) of the successful completions of one window, in node epoch s.
+
+    vLLM's ``start_times`` are ``time.perf_counter()`` readings of the benchmark client
+    (``vllm/benchmarks/lib/endpoint_request_func.py``: ``st = time.perf_counter()``), not
+    epoch times: ``clock`` = (epoch, perf_counter) read together by this agent just before it
+    started the client maps them (on Linux both processes read the same CLOCK_MONOTONIC). A
+    completion is start + TTFT + the sum of its ITLs. The gap is the longest time between two
+    consecutive completions, or from the last one to the window end; the time before the
+    first completion is the first request's own latency (a long-context request takes about
+    76 s), not an interruption. No completion at all: the whole window is the gap."""
     times = []
     starts, ttfts = result.get("start_times") or [], result.get("ttfts") or []
     itls, errors = result.get("itls") or [], result.get("errors") or []
@@ -88,9 +97,11 @@ def completion_gaps(result, started, ended):
         times.append(start + first + sum(itls[i] if i < len(itls) else []))
     if not times:
         return None, None, ended - started
-    times.sort()
-    edges = [started, *times, ended]
-    return times[0], times[-1], max(b - a for a, b in zip(edges, edges[1:]))  # noqa: B905 (py3.8 on nodes)
+    epoch0, counter0 = clock if clock else (started, min(starts))
+    times = sorted(epoch0 + (t - counter0) for t in times)
+    edges = [*times, max(ended, times[-1])]
+    gap = max(b - a for a, b in zip(edges, edges[1:]))  # noqa: B905 (py3.8 on nodes)
+    return times[0], times[-1], gap
 
 
 def run_window(args, index):
@@ -111,7 +122,7 @@ def run_window(args, index):
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
             "--save-result", "--save-detailed", "--result-dir", result_dir,
             "--result-filename", name, "--metadata", f"soak_window={index}", "--disable-tqdm"]
-    started = time.time()
+    started, counter = time.time(), time.perf_counter()
     error, code = None, None
     try:
         done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -129,7 +140,7 @@ def run_window(args, index):
                 result = json.load(handle)
         except (OSError, ValueError) as failure:
             error = f"no result file: {failure}"[:300]
-    first, last, gap = completion_gaps(result, started, ended)
+    first, last, gap = completion_gaps(result, started, ended, (started, counter))
     for key in ARRAYS:
         result.pop(key, None)
     try:

@@ -50,8 +50,11 @@ def test_a_run_started_through_the_api_ends_with_a_decision_read_through_the_api
         24.0, "1")
     assert all(v["verdict"] == "pass" for v in decision["verdicts"])
 
-    [drive_count] = customer.get(
-        f"/api/measurements/?gate_run={run['id']}&metric=drive_count").json()["results"]
+    # nvme list's count and G1's per-array count of the drive model (derived, judged).
+    listed, drive_count = sorted(customer.get(
+        f"/api/measurements/?gate_run={run['id']}&metric=drive_count").json()["results"],
+        key=lambda m: m["labels"].get("scope", ""))
+    assert listed["value"] == 24.0 and drive_count["labels"]["scope"] == "array"
     assert (drive_count["value"], drive_count["unit"], drive_count["node"]) == (
         24.0, "1", "lab-array-controller")
     assert drive_count["id"] in verdicts["drive_count"]["measurements"]

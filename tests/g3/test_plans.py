@@ -39,9 +39,19 @@ def test_the_first_node_runs_the_read_back_then_interleaved_arms_for_two_rounds(
     steps = node_steps(gate(G3["probe_plan"]), node())
     measured = [(s["labels"]["phase"], s["arm"], s["labels"]["round"]) for s in steps
                 if s["probe"] == "kv_bench_pass" and s["labels"]["pass"] == "measured"]
+    # ABBA (issue 16): round 2 reverses the arms, and each round's order is recorded.
     assert measured == [("readback", "array", "1"),
                         ("compare", "local", "1"), ("compare", "array", "1"),
-                        ("compare", "local", "2"), ("compare", "array", "2")]
+                        ("compare", "array", "2"), ("compare", "local", "2")]
+    orders = {(s["labels"]["round"], s["labels"]["arm_order"]) for s in steps
+              if s["labels"]["phase"] == "compare"}
+    assert orders == {("1", "local,array"), ("2", "array,local")}
+    fixed = node_steps(gate([{**G3["probe_plan"][1], "order": "fixed"}]), node())
+    assert [(s["arm"], s["labels"]["round"]) for s in fixed if s["probe"] == "kv_bench_pass"
+            and s["labels"]["pass"] == "measured"] == [
+        ("local", "1"), ("array", "1"), ("local", "2"), ("array", "2")]
+    with pytest.raises(PlanError, match="order"):
+        node_steps(gate([{**G3["probe_plan"][1], "order": "random"}]), node())
     one_pass = [s["probe"] for s in steps if s["labels"]["phase"] == "compare"
                 and s["arm"] == "local" and s["labels"]["round"] == "1"]
     assert one_pass == ["kv_engine_start", "kv_tier_sizing", "kv_bench_pass", "kv_engine_drain",

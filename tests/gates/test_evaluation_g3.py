@@ -135,13 +135,14 @@ def test_round_deviation_per_arm_and_figure_and_the_unstable_verdict():
                + arm_pass(ids, "array", 2, 12.798, 69.66))
     derived = derive_kv_tier(samples)
     [ttft] = by(derived, "round_deviation", figure="ttft_p50", arm="array")
-    assert ttft.value == pytest.approx(0.08)  # |12.798 − 11.85| ÷ 11.85
+    # |12.798 − 11.85| ÷ their mean 12.324 (a symmetric base, issue 16)
+    assert ttft.value == pytest.approx(0.948 / 12.324)
     assert len(ttft.input_ids) == 2
     spec = CriterionSpec("round-deviation", "round_deviation", "<=", "ratio", threshold=0.05,
                          above_range_verdict="unstable")
     verdict = evaluate_criterion(spec, [Sample(-i, d.metric, d.value, d.unit, d.labels, d.node)
                                         for i, d in enumerate(derived, start=1)])
-    assert (verdict.verdict, verdict.measured) == ("unstable", pytest.approx(0.08))
+    assert (verdict.verdict, verdict.measured) == ("unstable", pytest.approx(0.948 / 12.324))
     assert "figure ttft_p50, arm array" in verdict.explanation
     assert gate_outcome([verdict, Verdict("x", "fail", 1.0, "")]) == "error"
     reason = no_decision_reason([verdict])

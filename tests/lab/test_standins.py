@@ -101,7 +101,9 @@ def simulated(done: subprocess.CompletedProcess, name: str) -> bool:
 def test_scenarios_are_plain_json_with_the_schema():
     assert set(SCENARIOS) == {"healthy", "missing-drive", "failed-self-test", "slow-link",
                               "baseline-off", "kv-gain", "kv-no-gain", "kv-no-tier-hits",
-                              "unstable-rounds"}
+                              "unstable-rounds", "boot-drive", "fabrics-controller",
+                              "aborted-self-test", "self-test-in-progress",
+                              "dram-tier-per-rank"}
     for name, data in SCENARIOS.items():
         assert json.loads(json.dumps(data)) == data
         assert data["name"] == name
@@ -111,7 +113,9 @@ def test_scenarios_are_plain_json_with_the_schema():
         assert set(data["kv"]["arms"]) == {"local", "array", "recompute"}
         assert set(data["rdma"]) == {"device", "port", "array_port_readback", "rx_bandwidth"}
         assert set(data["drives"]) == {"count", "model", "serial_prefix", "firmware",
-                                       "failed_self_test", "critical_warning"}
+                                       "failed_self_test", "critical_warning",
+                                       "extra_controllers", "nvme_cli", "aborted_self_test",
+                                       "running_self_test", "stale_self_test"}
         assert set(data["link"]) == {"interface", "speed_mbps"}
         assert set(data["fio"]) == {"device", "read_bandwidth"}
         assert set(data["bench"]) == {"concurrency", "median_ttft_ms", "output_throughput",

@@ -228,7 +228,7 @@ def test_reevaluate_shows_a_difference_without_touching_the_record(imported):
         call_command("reevaluate", str(run.id), stdout=out)
     assert exit_info.value.code is None or exit_info.value.code == 0
     # Pretend an older parser had read 24 drives: today's parser reads 23 again.
-    Measurement.objects.filter(gate_run=run, metric="drive_count").update(value=24)
+    Measurement.objects.filter(gate_run=run, metric="drive_count", derived=False).update(value=24)
     out = io.StringIO()
     with pytest.raises(SystemExit) as exit_info:
         call_command("reevaluate", str(run.id), stdout=out)
@@ -236,7 +236,8 @@ def test_reevaluate_shows_a_difference_without_touching_the_record(imported):
     assert exit_info.value.code == 1
     assert "drive_count {} 24 → 23 1" in text
     assert "DIFFERENT" in text
-    assert Measurement.objects.get(gate_run=run, metric="drive_count").value == 24  # untouched
+    assert Measurement.objects.get(gate_run=run, metric="drive_count",
+                                   derived=False).value == 24  # untouched
     assert run.decision.outcome == "stopped"
     digest = hashlib.sha256(open(run.decision.report.path, "rb").read()).hexdigest()
     assert digest == run.decision.report.sha256

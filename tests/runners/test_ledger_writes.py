@@ -32,7 +32,7 @@ def test_a_quick_three_probe_node_job_writes_no_chunk_and_one_heartbeat(lab, mon
     assert len(heartbeats) == 1
     # every byte is still kept, with its hash, on the run itself
     fio = run.probe_runs.get(probe="fio_seqread")
-    assert fio.stdout_size == len(bytes(fio.stdout)) > 1000 and len(fio.stdout_sha256) == 64
+    assert fio.stdout_size == len(fio.raw()) > 1000 and len(fio.stdout_sha256) == 64
 
 
 def test_the_heartbeat_writes_again_after_its_interval(db, monkeypatch):

@@ -51,10 +51,17 @@ def test_it_passes_g1_and_g2_on_a_healthy_lab_with_signed_reports(lab):
     assert inventory.tool_version == "nvme version 2.11 (git 2.11)"
     import hashlib
     assert inventory.stdout_sha256 == hashlib.sha256(inventory.raw()).hexdigest()
-    drive_count = Measurement.objects.get(gate_run=run, metric="drive_count")
+    listed = Measurement.objects.get(gate_run=run, metric="drive_count", derived=False)
+    assert listed.value == 24
+    # G1 judges the drives of the array's drive model, derived from the inventory.
+    drive_count = Measurement.objects.get(gate_run=run, metric="drive_count", derived=True)
     assert (drive_count.value, drive_count.unit, drive_count.node.name) == (
         24, "1", "lab-array-controller")
+    assert drive_count.labels["scope"] == "array" and drive_count.labels["expected"] == "24"
+    assert drive_count.inputs.count() == 24
     assert drive_count.verdicts.get().verdict == "pass"
+    # Each self-test run names the controller it tested.
+    assert run.probe_runs.get(probe="nvme_self_test", labels__controller="/dev/nvme7")
 
     code, out, err = run_gate(engagement.name, "G2")
     assert code == 0, out + err

@@ -122,7 +122,7 @@ def test_the_api_changes_a_threshold_for_project_managers_only(pm, engineer, cus
     assert response.status_code == 200
     data = response.json()
     assert (data["threshold"], data["requirement"]) == (0.8, ">= 0.8")
-    assert data["description_text"] == "Sequential read reaches 80 % of the link's line rate"
+    assert data["description_text"] == "Sequential read reaches 80 % of the array port's line rate"
     entry = AuditEntry.objects.get(action="criterion threshold changed")
     assert (entry.actor, entry.details["old"], entry.details["new"]) == (
         "pat-pm", {"threshold": 0.83}, {"threshold": 0.8})
@@ -172,25 +172,26 @@ def test_every_default_criterion_meets_its_own_rule(engagement_a):
 
 def test_the_requirement_text_follows_an_edited_threshold(client, pm, engineer, engagement_a):
     c = criterion(engagement_a, "G2", "line-efficiency")
-    assert criterion_text(c) == "Sequential read reaches 83 % of the link's line rate"
+    assert criterion_text(c) == "Sequential read reaches 83 % of the array port's line rate"
     client.force_login(pm)
     response = client.post(edit_url(engagement_a, "G2", "line-efficiency"),
                            {"threshold": "0.8", "reason": "the site's switch is 80 %"})
     assert response.status_code == 302
     html = client.get(reverse("engagement-detail", args=[engagement_a.name])).content.decode()
-    assert "Sequential read reaches 80 % of the link&#x27;s line rate" in html
+    assert "Sequential read reaches 80 % of the array port&#x27;s line rate" in html
     assert "reaches 83 %" not in html
     assert "&gt;= 0.8" in html
     form = client.get(edit_url(engagement_a, "G2", "line-efficiency")).content.decode()
-    assert "Sequential read reaches 80 % of the link&#x27;s line rate" in form
+    assert "Sequential read reaches 80 % of the array port&#x27;s line rate" in form
 
     # The engineer's launch page, and the same in Chinese.
     client.force_login(engineer)
     launch = client.get(reverse("gate-run-start", args=[engagement_a.name, "G2"]))
-    assert "Sequential read reaches 80 % of the link&#x27;s line rate" in launch.content.decode()
+    launched = launch.content.decode()
+    assert "Sequential read reaches 80 % of the array port&#x27;s line rate" in launched
     zh = client.get(reverse("gate-run-start", args=[engagement_a.name, "G2"]),
                     HTTP_ACCEPT_LANGUAGE="zh-hans")
-    assert "顺序读达到链路线速的 80 %" in zh.content.decode()
+    assert "顺序读达到阵列端口线速的 80 %" in zh.content.decode()
 
 
 def test_a_decisions_verdict_rows_say_the_bound_it_was_judged_against(engagement_a):
@@ -205,14 +206,14 @@ def test_a_decisions_verdict_rows_say_the_bound_it_was_judged_against(engagement
     decision = decide(g2, figures, "passed")
     row = verdict_row(decision.verdicts.get(criterion=c))  # the PDF and run page use these
     assert (row.description, row.requirement) == (
-        "Sequential read reaches 80 % of the link's line rate", ">= 0.8")
+        "Sequential read reaches 80 % of the array port's line rate", ">= 0.8")
     c.threshold = 0.85  # a later edit: the decision keeps what it was judged against
     c.save(update_fields=["threshold"])
     row = verdict_row(decision.verdicts.get(criterion=c))
-    assert row.description == "Sequential read reaches 80 % of the link's line rate"
+    assert row.description == "Sequential read reaches 80 % of the array port's line rate"
     with translation.override("zh-hans"):
         assert verdict_row(decision.verdicts.get(criterion=c)).description == (
-            "顺序读达到链路线速的 80 %")
+            "顺序读达到阵列端口线速的 80 %")
 
 
 def test_texts_of_every_unit_read_as_people_read_them(engagement_a):

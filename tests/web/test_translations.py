@@ -54,7 +54,7 @@ def test_a_stopped_engagements_refusal_reads_in_chinese_on_the_launch_page(stopp
         assert english not in page, english
     # The gate's and its criteria's descriptions, which come from data, too.
     assert "单节点 8 加速卡推理基线" in page
-    assert "顺序读达到链路线速的 83 %" in page
+    assert "顺序读达到阵列端口线速的 83 %" in page
     assert "Sequential read reaches" not in page
 
 

@@ -1,0 +1,111 @@
+"""Issue 16, G3: failed requests in any arm void the comparison; the round deviation has a
+symmetric base (|a − b| ÷ mean), on both sides of 5 % and exactly on it; the 95 % interval is
+information, not a criterion; the DRAM tier is counted per TP rank."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from gates.derivations import derive_kv_tier
+from gates.evaluation import Sample, evaluate_criterion, gate_outcome
+from runners.parsers import parse_output
+from runners.probes import probe
+from tests.decide.standins import default_spec
+from tests.gates.test_evaluation_g3 import NODE, arm_pass, by, r2_rounds
+
+
+def failed(i, arm, round_, count, stage="measured"):
+    return Sample(i, "failed_requests", count, "1",
+                  {"phase": "compare", "arm": arm, "round": str(round_), "pass": stage,
+                   "concurrency": "16"}, NODE)
+
+
+def g3(samples):
+    derived = [Sample(5000 + i, d.metric, d.value, d.unit, d.labels, d.node)
+               for i, d in enumerate(derive_kv_tier(samples))]
+    keys = ("ttft-reduction", "throughput-gain", "round-deviation", "compare-failed-requests")
+    verdicts = [evaluate_criterion(default_spec("G3", k), [*samples, *derived]) for k in keys]
+    return {v.key: v for v in verdicts}, gate_outcome(verdicts)
+
+
+@pytest.mark.parametrize(("count", "arm", "stage", "outcome"), [
+    (0, "array", "measured", "passed"),
+    (1, "array", "measured", "error"),      # one failure is enough
+    (3, "local", "measured", "error"),      # the baseline arm alike
+    (2, "array", "warmup", "error"),        # a warm-up with failures left the tier unfilled
+])
+def test_failed_requests_in_any_arm_void_the_comparison(count, arm, stage, outcome):
+    samples = [*r2_rounds(), failed(900, "local", 1, 0), failed(901, "array", 1, 0),
+               failed(902, arm, 2, count, stage)]
+    verdicts, decided = g3(samples)
+    assert decided == outcome
+    if count:
+        reason = verdicts["ttft-reduction"].explanation
+        assert f"{count} failed request(s) in arm {arm}, round 2, {stage} pass" in reason
+        assert verdicts["compare-failed-requests"].verdict == "fail"
+        assert verdicts["compare-failed-requests"].measured == count
+
+
+def rounds(local, array_ttft):
+    """Two rounds whose array TTFT is ``array_ttft`` = (round 1, round 2); everything else R2."""
+    ids = iter(range(1, 1000))
+    return (arm_pass(ids, "local", 1, local, 53.6) + arm_pass(ids, "array", 1, array_ttft[0], 74.9)
+            + arm_pass(ids, "local", 2, local, 53.6)
+            + arm_pass(ids, "array", 2, array_ttft[1], 74.9))
+
+
+@pytest.mark.parametrize(("first", "second", "verdict"), [
+    (12.00, 12.62, "unstable"),     # 0.62 / 12.31 = 5.04 %
+    (12.62, 12.00, "unstable"),     # the same, whichever round came first
+    (11.70, 12.30, "pass"),         # 0.6 / 12.0 = 5.0 % exactly: on the bound
+    (12.30, 11.70, "pass"),
+    (11.71, 12.30, "pass"),         # 4.92 %
+    (11.69, 12.30, "unstable"),     # 5.08 %
+])
+def test_the_round_deviation_is_symmetric_and_exact_at_five_percent(first, second, verdict):
+    derived = derive_kv_tier(rounds(17.31, (first, second)))
+    [deviation] = by(derived, "round_deviation", arm="array", figure="ttft_p50")
+    assert deviation.value == pytest.approx(abs(first - second) / ((first + second) / 2))
+    verdicts, _ = g3([*rounds(17.31, (first, second)), failed(900, "array", 1, 0)])
+    assert verdicts["round-deviation"].verdict == verdict
+
+
+def test_the_interval_is_information_not_a_criterion():
+    verdicts, outcome = g3([*r2_rounds(), failed(900, "local", 1, 0), failed(901, "array", 1, 0)])
+    assert outcome == "passed"
+    assert "95 % CI" in verdicts["throughput-gain"].explanation
+    assert "(information, not a criterion)" in verdicts["throughput-gain"].explanation
+
+
+def sizing(tmp_path, gb, tp=8):
+    """The kv_tier_sizing probe's own script on an LMCache config, parsed."""
+    config = tmp_path / f"lmc-{gb}.yaml"
+    config.write_text(f"local_cpu: true\nmax_local_cpu_size: {gb}\n")
+    command = probe("kv_tier_sizing").command(
+        {"lmcache_config": str(config), "num_prefixes": 64, "prefix_len": 30000,
+         "kv_bytes_per_token": 253952, "tensor_parallel_size": tp}, sudo=False)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=30, check=True)
+    return {m.metric: m.value for m in parse_output("vllm_metrics", done.stdout)}
+
+
+@pytest.mark.parametrize(("gb", "tp", "valid"), [
+    (64, 8, False),    # the issue's case: 549.8 GB of DRAM tier holds the 487.6 GB working set
+    (40, 8, True),     # 343.6 GB: below it
+    (64, 1, True),     # one rank: 68.7 GB
+    (56, 8, True),     # 481.0 GB: just below
+    (57, 8, False),    # 489.6 GB: just above
+])
+def test_the_dram_tier_is_allocated_per_tp_rank(tmp_path, gb, tp, valid):
+    figures = sizing(tmp_path, gb, tp)
+    assert figures["host_tier_bytes"] == gb * 2**30 * tp
+    assert figures["working_set_bytes"] == 64 * 30000 * 253952
+    ids = iter(range(1, 1000))
+    tier = {"working_set": figures["working_set_bytes"], "host_tier": figures["host_tier_bytes"]}
+    samples = (arm_pass(ids, "local", 1, 17.31, 53.6, **tier)
+               + arm_pass(ids, "array", 1, 11.85, 74.9, **tier))
+    [gain] = by(derive_kv_tier(samples), "throughput_gain", round="1")
+    assert ("invalid" not in gain.labels) == valid
+    if not valid:
+        assert "hits may come from DRAM" in gain.labels["invalid"]
