@@ -139,7 +139,7 @@ def g3_evidence(engagement: Engagement) -> Evidence:
             simulated |= any(m.probe_run is not None and m.probe_run.simulated
                              for m in (local, array))
             rounds.append(ArmRound(round_, local.value, array.value, (local.id, array.id)))
-    return Evidence(True, rounds=tuple(rounds), simulated=simulated)
+    return Evidence(True, rounds=tuple(rounds), simulated=simulated or engagement.is_lab)
 
 
 def case_for(engagement: Engagement, overrides: dict[str, Any] | None = None) -> Case:

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from acceptance.permissions import Role, engagement_for, has_role
-from business.pages import LABELS, business_page
+from business.presentation import LABELS, business_page
 from business.services import ParameterInvalid, parameters_save
 
 

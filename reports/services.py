@@ -40,6 +40,7 @@ from django.utils.translation import gettext as _
 from acceptance import events
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagements_for, role_of
+from business.presentation import business_page
 from gates.models import Decision, Gate
 from gates.presentation import verdict_row
 from reports.context import (
@@ -226,6 +227,7 @@ def final_report_context(engagement: Engagement, *, signoffs=(), version: int = 
             imported=any(d.gate_run.origin == GateRun.Origin.IMPORTED for d in decisions),
             signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,
             soak_section=_soak_section(decisions),
+            business_section=business_page(engagement),
         )
 
 

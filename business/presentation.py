@@ -1,4 +1,4 @@
-"""The business-case page: the parameters form, the case's figures and its two charts."""
+"""The business case as shown (page and final report): parameters, figures, two charts."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def case_charts(case: Case, currency: str) -> list[Chart]:
     return [cost, saving]
 
 
-def business_page(engagement: Engagement, *, can_edit: bool) -> dict[str, Any]:
+def business_page(engagement: Engagement, *, can_edit: bool = False) -> dict[str, Any]:
+    """The page's (and the final report's) values, in the active language."""
     row = parameters_of(engagement)
     case = case_for(engagement)
     currency = row.currency or "?"
