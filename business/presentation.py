@@ -56,6 +56,7 @@ def business_page(engagement: Engagement, *, can_edit: bool = False) -> dict[str
     for s in shown["scenarios"]:
         s["gain_text"] = f"{s['gain'] * 100:+.1f} %"
         s["share_text"] = f"{s['storage_share'] * 100:.1f} %"
+        s["saving_text"] = f"{s['saving_per_year']:,.0f}"
     fields = [{"name": name, "label": _(LABELS[name]), "value": getattr(row, name),
                "unit": FIELDS[name][0] if name in FIELDS else "",
                "required": name in REQUIRED, "vendor": name == "array_price"}
