@@ -55,3 +55,14 @@ def test_a_stopped_g3_gives_not_established_in_the_final_report(engagement_a):
     text = _text(final_report_issue(engagement=engagement_a, issued_by="pat-pm"))
     assert ("Not established: G3 stopped: throughput gain +11.9 % is below +29 %" in text)
     assert "176 → 128" not in text
+
+
+def test_the_section_reads_in_the_report_language(engagement_a):
+    engagement_a.report_language = "zh-hans"
+    engagement_a.save(update_fields=["report_language"])
+    _decide_all(engagement_a, "passed", "G3 passed")
+    parameters_save(engagement=engagement_a, actor="pat-pm", data=PARAMS)
+    text = _text(final_report_issue(engagement=engagement_a, issued_by="pat-pm"))
+    assert "业务价值测算" in text and "依据实测数据与客户参数计算的模型。" in text
+    assert "厂商数据：FX100 平台 ¥160,000 + 24 × ¥8,800" in text
+    assert "176 → 128" in text
