@@ -4,6 +4,7 @@ Permissions are the pages': a customer sees only their own engagement (404 for a
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import JSONParser
@@ -17,15 +18,16 @@ from business.services import ParameterInvalid, case_dict, case_for
 class BusinessCaseView(APIView):
     parser_classes = [JSONParser]
 
-    @extend_schema(tags=["business case"], responses={200: OpenApiResponse(
-        description="the case, or established=false with the reason")},
+    @extend_schema(tags=["business case"], request=None, responses={200: OpenApiResponse(
+        OpenApiTypes.OBJECT, description="the case, or established=false with the reason"),
+        404: OpenApiResponse(description="no such engagement (or not visible to you)")},
         summary="the engagement's business case")
     def get(self, request, engagement_name: str):
         engagement = engagement_for(request.user, engagement_name)
         return Response(case_dict(case_for(engagement)))
 
-    @extend_schema(tags=["business case"], responses={
-        200: OpenApiResponse(description="the what-if case (nothing stored)"),
+    @extend_schema(tags=["business case"], request=OpenApiTypes.OBJECT, responses={
+        200: OpenApiResponse(OpenApiTypes.OBJECT, description="the what-if case (not stored)"),
         400: OpenApiResponse(description="a parameter out of range: the field named")},
         summary="compute a what-if with other parameters, without storing them")
     def post(self, request, engagement_name: str):
