@@ -149,6 +149,7 @@ INSTALLED_APPS = [
     "runners.soak",
     "reports",
     "notifications",
+    "business",
 ]
 
 MIDDLEWARE = [

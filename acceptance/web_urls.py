@@ -6,6 +6,7 @@ Engagement names may contain dots (``acceptance.models.name_validator``), hence 
 from django.urls import path
 
 from acceptance import bom_views, engagement_views, views
+from business.views import business_case_view
 
 urlpatterns = [
     # Setting an engagement up (before the engagement page: "new" is a reserved name).
@@ -23,6 +24,7 @@ urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("portal/", views.portal, name="portal"),
     path("engagements/<str:name>/", views.engagement_detail, name="engagement-detail"),
+    path("engagements/<str:name>/business-case/", business_case_view, name="business-case"),
     path("engagements/<str:name>/bom/<int:position>/tick/", views.bom_tick, name="bom-tick"),
     path("engagements/<str:name>/reopen/", views.engagement_reopen_view,
          name="engagement-reopen"),

@@ -12,6 +12,7 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 
 from acceptance.models import Engagement
+from business.presentation import business_page
 from gates.models import Decision, Gate
 from gates.presentation import verdict_row
 from reports.basis import decision_basis
@@ -198,4 +199,5 @@ def final_report_context(engagement: Engagement, *, signoffs=(), version: int = 
             imported=any(d.gate_run.origin == GateRun.Origin.IMPORTED for d in decisions),
             signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,
             soak_section=_soak_section(decisions),
+            business_section=business_page(engagement),
         )

@@ -149,6 +149,8 @@ class GateReportContext:
     # G4 soak results (time series, fault windows), filled when the soak exists; None: no soak.
     soak_section: object | None = None
     basis: dict | None = None  # of the gate report's single gate (reports.basis)
+    # the final report's business case (business.presentation); None: not shown
+    business_section: dict | None = None
 
     def __post_init__(self) -> None:
         if self.decision_outcome not in OUTCOMES:

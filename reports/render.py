@@ -276,6 +276,7 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
         "summary_name": SUMMARY_NAME,
         "soak_section": ctx.soak_section,
         "soak_template": SOAK_TEMPLATE,
+        "business_section": ctx.business_section,
     }
 
 

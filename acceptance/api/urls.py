@@ -8,6 +8,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
 
 from acceptance.api import setup, views
+from business.api import BusinessCaseView
 
 
 class Router(DefaultRouter):
@@ -46,5 +47,7 @@ urlpatterns = [
     re_path(ENGAGEMENT + r"/bom/(?P<position>[0-9]{1,6})/tick/$", setup.BomTickView.as_view(),
             name="api-bom-tick"),
     re_path(ENGAGEMENT + r"/reopen/$", setup.ReopenView.as_view(), name="api-reopen"),
+    re_path(ENGAGEMENT + r"/business-case/$", BusinessCaseView.as_view(),
+            name="api-business-case"),
     *router.urls,
 ]

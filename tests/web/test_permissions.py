@@ -34,6 +34,7 @@ URLS = [
     Url("dashboard", "get", ("pm", "engineer"), forbidden=("customer_a",)),
     Url("portal", "get", ("customer_a",), forbidden=("pm", "engineer"), own_scope=True),
     Url("engagement-detail", "get", ("pm", "engineer", "customer_a")),
+    Url("business-case", "get", ("pm", "engineer", "customer_a")),
     Url("bom-tick", "post", ("pm",), forbidden=("engineer", "customer_a")),
     Url("criterion-edit", "get", ("pm",), forbidden=("engineer", "customer_a")),
     Url("engagement-reopen", "get", ("pm",), forbidden=("engineer", "customer_a")),
@@ -72,6 +73,7 @@ def url_of(name: str, world) -> str:
     engagement = world["engagement"].name
     args = {
         "engagement-detail": [engagement],
+        "business-case": [engagement],
         "bom-tick": [engagement, 2],
         "criterion-edit": [engagement, "G1", "drive-count"],
         "engagement-reopen": [engagement],

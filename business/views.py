@@ -1,0 +1,34 @@
+"""The business-case page of an engagement: everyone who may see the engagement sees it; the
+project manager and the engagement's customer enter the parameters (audited)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from acceptance.permissions import Role, engagement_for, has_role
+from business.presentation import LABELS, business_page
+from business.services import ParameterInvalid, parameters_save
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def business_case_view(request, name: str):
+    engagement = engagement_for(request.user, name)
+    can_edit = has_role(request.user, Role.PROJECT_MANAGER, Role.CUSTOMER)
+    if request.method == "POST":
+        if not can_edit:
+            return render(request, "403.html", status=403)
+        data = {field: request.POST.get(field, "") for field in LABELS}
+        try:
+            parameters_save(engagement=engagement, actor=request.user.get_username(), data=data)
+        except ParameterInvalid as refusal:
+            messages.error(request, str(refusal))
+            context = business_page(engagement, can_edit=can_edit)
+            for f in context["fields"]:
+                f["value"] = data[f["name"]]
+            return render(request, "business/case.html", context, status=400)
+        return redirect("business-case", name=engagement.name)
+    return render(request, "business/case.html", business_page(engagement, can_edit=can_edit))

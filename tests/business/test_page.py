@@ -1,0 +1,42 @@
+"""The business-case page: the project manager enters the parameters (audited, one-line
+refusals), the page shows the case and its charts, the customer sees the same figures; other
+customers get 404; the engineer sees it but may not edit."""
+
+from __future__ import annotations
+
+from acceptance.models import AuditEntry
+from tests.business.test_services_api import PARAMS, g3_decide
+
+URL = "/engagements/acme-1/business-case/"
+
+
+def test_pm_enters_the_parameters_and_the_customer_sees_the_same(client, engagement_a, pm,
+                                                                 customer_a):
+    g3_decide(engagement_a)
+    client.force_login(pm)
+    before = client.get(URL).content.decode()
+    assert "Not established:" in before and "parameters missing: nodes" in before
+    assert "vendor figure: FX100 platform ¥160,000 + 24 × ¥8,800" in before
+    refused = client.post(URL, {**PARAMS, "resume_share": "7"})
+    assert refused.status_code == 400
+    assert "resume_share: 7 is outside 0 … 1 (share 0–1)" in refused.content.decode()
+    saved = client.post(URL, {**PARAMS, "array_price": "371200"})
+    assert saved.status_code == 302
+    page = client.get(URL).content.decode()
+    assert "176 → 128" in page and "621.89 → 451.82" in page and "+39.7 %" in page
+    assert 'id="chart-cost-per-mtok"' in page and 'id="chart-cumulative-saving"' in page
+    assert "1.4 months" in page and "1.5 %" in page
+    assert AuditEntry.objects.filter(action="business parameters changed",
+                                     actor="pat-pm").count() == 1
+    client.force_login(customer_a)
+    seen = client.get(URL).content.decode()
+    assert "176 → 128" in seen and "621.89 → 451.82" in seen
+
+
+def test_who_may_see_and_edit(client, engagement_a, engagement_b, customer_b, engineer):
+    client.force_login(customer_b)
+    assert client.get(URL).status_code == 404
+    client.force_login(engineer)
+    assert client.get(URL).status_code == 200
+    assert client.post(URL, PARAMS).status_code == 403
+    assert not AuditEntry.objects.filter(action="business parameters changed").exists()
