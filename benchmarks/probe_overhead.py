@@ -49,7 +49,8 @@ def main() -> None:
         node = engagement.nodes.get(role="array")
         gate_run = GateRun.objects.create(gate=engagement.gates.get(code="G1"), attempt=1,
                                           started_by="benchmark")
-        job = NodeJob.objects.create(gate_run=gate_run, node=node)
+        job = NodeJob.objects.create(gate_run=gate_run, node=node, state="running",
+                                     lease="benchmark")
         spec = probe("nvme_smart_log")
         values = {"device": "/dev/nvme3"}
         command = spec.command(values)

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.utils import timezone
 
+from runners.lease import lease_renew
 from runners.models import GateRun, NodeJob, OutputChunk, ProbeRun
 
 FLUSH_SECONDS = 0.5
@@ -71,15 +71,16 @@ class OutputRecorder:
                                           end=start + len(buffer), data=bytes(buffer)))
                 self.stored[stream] += len(buffer)
                 buffer.clear()
-        now = timezone.now()
         with transaction.atomic():
+            # The job's lease first: a worker whose job was declared lost stores nothing more
+            # (runners.lease.LeaseLost rolls this back and stops the command).
+            lease_renew(self.job)
             if chunks:
                 OutputChunk.objects.bulk_create(chunks)
             ProbeRun.objects.filter(id=self.run.id).update(
                 stdout_size=self.stored["stdout"], stderr_size=self.stored["stderr"],
                 progress=self.progress,
             )
-            NodeJob.objects.filter(id=self.job.id).update(heartbeat_at=now)
 
 
 def cancel_requested(gate_run_id: int) -> bool:
@@ -87,7 +88,8 @@ def cancel_requested(gate_run_id: int) -> bool:
 
 
 def heartbeat(job: NodeJob) -> None:
-    NodeJob.objects.filter(id=job.id).update(heartbeat_at=timezone.now())
+    """The worker's sign of life on a job still its own (LeaseLost when it is not)."""
+    lease_renew(job)
 
 
 @dataclass(frozen=True)

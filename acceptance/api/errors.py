@@ -10,3 +10,12 @@ class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "conflict"
     default_code = "conflict"
+
+
+class ServiceUnavailable(APIException):
+    """503: a part the service depends on (the task broker) does not answer now; nothing was
+    started. The detail says which and why; try again once it answers."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "service unavailable"
+    default_code = "unavailable"
