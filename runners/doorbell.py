@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from celery import current_app
+from django.utils.translation import gettext as _
 from kombu.exceptions import KombuError, OperationalError
 from redis.exceptions import RedisError
 
@@ -40,6 +41,10 @@ def _reason(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
+def _not_answering(error: BaseException) -> str:
+    return _("the task broker is not answering (%(reason)s)") % {"reason": _reason(error)}
+
+
 def _app():
     return current_app._get_current_object()
 
@@ -55,7 +60,7 @@ def ring(task_name: str, **kwargs: Any) -> None:
     try:
         task.delay(**kwargs)
     except _NOT_SENT as error:
-        raise BrokerUnavailable(f"the task broker is not answering ({_reason(error)})") from None
+        raise BrokerUnavailable(_not_answering(error)) from None
 
 
 def broker_check() -> None:
@@ -68,7 +73,7 @@ def broker_check() -> None:
             connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0.2,
                                          timeout=app.conf.broker_connection_timeout)
     except _NOT_SENT as error:
-        raise BrokerUnavailable(f"the task broker is not answering ({_reason(error)})") from None
+        raise BrokerUnavailable(_not_answering(error)) from None
 
 
 def queue_waiting() -> int | None:
