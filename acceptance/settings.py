@@ -420,6 +420,8 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
+    # A broker or database that does not answer is a 503 with one line (acceptance.api.errors).
+    "EXCEPTION_HANDLER": "acceptance.api.errors.exception_handler",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "acceptance.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",

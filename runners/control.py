@@ -211,7 +211,8 @@ def evaluations_settle(*, after: timedelta | None = None) -> list[str]:
     last job finished): sent now, the evidence kept. Sent, but no decision recorded within
     the lost bound (a message lost with the broker, a worker that died while deciding —
     deciding is one transaction, so nothing half-done stays): sent again, up to
-    ``RUNS_RESEND_MAX`` times; then the run ends as an error that says so."""
+    ``RUNS_RESEND_MAX`` times; then — with nothing waiting in the broker's queue — the run
+    ends as an error that says so."""
     lines = []
     bound = after if after is not None else lost_after()
     cutoff = timezone.now() - bound
@@ -229,8 +230,8 @@ def evaluations_settle(*, after: timedelta | None = None) -> list[str]:
                 lines.append(f"{gate_run}: evaluation " + ("sent again" if sent else
                                                            "not sent: the broker is down"))
             continue
-        if gate_run.evaluation_sent_at >= cutoff:
-            continue
+        if gate_run.evaluation_sent_at >= cutoff or queue_waiting():
+            continue  # maybe still deciding, or waiting behind busy workers
         reason = (f"evaluation lost: sent {gate_run.evaluation_sends} times and no decision "
                   f"was recorded within {bound.total_seconds():g} s of any send; the evidence "
                   f"is kept — re-run the gate")

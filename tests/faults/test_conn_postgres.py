@@ -52,3 +52,19 @@ def test_terminated_database_connections_settle_the_probe_run_and_kill_the_remot
     assert site.query("select count(*) from runners_proberun where probe = "
                       "'vllm_bench_serve'") == [(0,)]
     assert site.query("select state from runners_gaterun") == [("failed",)]
+
+
+def test_every_api_endpoint_answers_a_lost_database_with_503_and_one_line():
+    from django.db import OperationalError
+
+    from acceptance.api.errors import exception_handler
+    from runners.doorbell import BrokerUnavailable
+
+    lost = exception_handler(OperationalError(
+        "terminating connection due to administrator command\nSSL SYSCALL error"), {})
+    assert lost.status_code == 503
+    assert lost.data == {"detail": "the database is not answering (terminating connection "
+                                   "due to administrator command)"}
+    refused = exception_handler(BrokerUnavailable("the task broker is not answering (x)"), {})
+    assert (refused.status_code, refused.data["detail"]) == (
+        503, "refused: the task broker is not answering (x)")

@@ -1,9 +1,13 @@
 """``manage.py recover_runs``: fail node jobs whose worker died (no heartbeat), killing what
 they left on the node, and re-attach soaks whose driver stopped. Workers also do this when
-they start."""
+they start. Exit 2 with one line when the task broker or the database does not answer."""
+
+import sys
 
 from django.core.management.base import BaseCommand
+from django.db import DatabaseError
 
+from runners.doorbell import BrokerUnavailable
 from runners.launch import runs_recover
 
 
@@ -11,7 +15,13 @@ class Command(BaseCommand):
     help = "Detect runs lost by a dead worker and mark them failed with the reason."
 
     def handle(self, *args, **options):
-        lines = runs_recover()
+        try:
+            lines = runs_recover()
+        except (BrokerUnavailable, DatabaseError) as error:
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self.stderr.write(f"error: {reason}; nothing more recovered now (try again once "
+                              f"it answers)")
+            sys.exit(2)
         for line in lines:
             self.stdout.write(line)
         self.stdout.write(f"recovered {len(lines)} lost node job(s)")

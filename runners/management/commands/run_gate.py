@@ -105,7 +105,10 @@ class Command(BaseCommand):
                                       GateRun.State.CANCELLED):
                     break
                 if time.monotonic() > next_recovery:  # a dead worker must not keep us waiting
-                    runs_recover()
+                    try:
+                        runs_recover()
+                    except BrokerUnavailable:
+                        pass  # the sweep is tried again in 30 s; the run is still waited for
                     next_recovery = time.monotonic() + 30
                 database_lost_at = None
             except DatabaseError as error:  # reconnect and wait on, for a bound
