@@ -16,7 +16,7 @@ import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from django.db import DatabaseError
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 from django.utils import timezone
 
 from acceptance.logging import log_context_add

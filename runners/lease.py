@@ -26,8 +26,9 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 from django.db import connection as db_connection
+from django.db import transaction
 from django.utils import timezone
 
 from runners.models import NodeJob

@@ -1,6 +1,6 @@
 """HTTP answers of the REST API that DRF does not have, shared by every app's API module."""
 
-from django.db import DatabaseError
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 from django.db import connection as db_connection
 from rest_framework import status
 from rest_framework.exceptions import APIException

@@ -5,7 +5,7 @@ they start. Exit 2 with one line when the task broker or the database does not a
 import sys
 
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 
 from runners.doorbell import BrokerUnavailable
 from runners.launch import runs_recover

@@ -13,7 +13,7 @@ import sys
 import time
 
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 from django.db import connection as db_connection
 
 from acceptance.models import Engagement
