@@ -189,8 +189,11 @@ def running_runs_settle() -> list[str]:
     run whose jobs are all over is taken to its evaluation (its last job's worker could not
     ring it). One line per run moved on."""
     lines = []
-    for gate_run in GateRun.objects.filter(state=GateRun.State.RUNNING,
-                                           cancel_requested_at__isnull=True):
+    # Runs of node jobs only: a soak's run (no node jobs) is its driver's, an imported one
+    # its import's.
+    for gate_run in GateRun.objects.filter(
+            state=GateRun.State.RUNNING, cancel_requested_at__isnull=True,
+            origin=GateRun.Origin.SSH, node_jobs__isnull=False).distinct():
         jobs = gate_run.node_jobs
         if jobs.filter(state=NodeJob.State.QUEUED, dispatched_at__isnull=True).exists():
             try:
@@ -216,8 +219,18 @@ def evaluations_settle(*, after: timedelta | None = None) -> list[str]:
     lines = []
     bound = after if after is not None else lost_after()
     cutoff = timezone.now() - bound
-    for gate_run in GateRun.objects.filter(state=GateRun.State.EVALUATING,
-                                           decision__isnull=True):
+    evaluating = GateRun.objects.filter(state=GateRun.State.EVALUATING, decision__isnull=True)
+    for gate_run in evaluating.filter(node_jobs__isnull=True, created_at__lt=cutoff):
+        # Not a run of node jobs (a soak's, an import's): its own door evaluates it; one left
+        # evaluating past the bound ends as an error, as before.
+        reason = ("evaluation lost: the worker evaluating this run stopped before recording a "
+                  "decision; re-run the gate")
+        if GateRun.objects.filter(id=gate_run.id, state=GateRun.State.EVALUATING).update(
+                state=GateRun.State.FAILED, error=reason, finished_at=timezone.now()):
+            lines.append(f"{gate_run}: {reason}")
+            events.announce(events.run_failed, gate_run_id=gate_run.id)  # notifications
+    for gate_run in evaluating.filter(origin=GateRun.Origin.SSH,
+                                      node_jobs__isnull=False).distinct():
         if gate_run.evaluation_sent_at is None or (
                 gate_run.evaluation_sent_at < cutoff
                 and gate_run.evaluation_sends <= settings.RUNS_RESEND_MAX):

@@ -22,11 +22,16 @@ def dead_broker(private_redis, settings):  # noqa: F811
     """Celery sends to the private Redis, which is then killed."""
     saved = celery_app.conf.broker_url, celery_app.conf.task_always_eager
     celery_app.conf.broker_url, celery_app.conf.task_always_eager = private_redis.url, False
+    # As the settings give a Redis broker: a port that does not answer never hangs a send.
+    options = celery_app.conf.broker_transport_options
+    celery_app.conf.broker_transport_options = {"socket_connect_timeout": 4,
+                                                "socket_timeout": 10}
     settings.CELERY_TASK_ALWAYS_EAGER = False
     _forget_pools()
     private_redis.kill()
     yield private_redis
     celery_app.conf.broker_url, celery_app.conf.task_always_eager = saved
+    celery_app.conf.broker_transport_options = options
     _forget_pools()
 
 

@@ -22,10 +22,15 @@ pytestmark = pytest.mark.slow
 def broker(private_redis, settings):  # noqa: F811
     saved = celery_app.conf.broker_url, celery_app.conf.task_always_eager
     celery_app.conf.broker_url, celery_app.conf.task_always_eager = private_redis.url, False
+    # As the settings give a Redis broker: a port that does not answer never hangs a send.
+    options = celery_app.conf.broker_transport_options
+    celery_app.conf.broker_transport_options = {"socket_connect_timeout": 4,
+                                                "socket_timeout": 10}
     celery_app._pool = celery_app.amqp._producer_pool = None
     settings.RUNS_UNCLAIMED_AFTER_SECONDS, settings.RUNS_RESEND_MAX = 60.0, 3
     yield private_redis
     celery_app.conf.broker_url, celery_app.conf.task_always_eager = saved
+    celery_app.conf.broker_transport_options = options
     celery_app._pool = celery_app.amqp._producer_pool = None
 
 
