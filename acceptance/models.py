@@ -269,6 +269,8 @@ class Node(models.Model):
             host_key=self.host_key, private_key=credential.private_key(),
             passphrase=credential.passphrase(), connect_timeout=settings.SSH_CONNECT_TIMEOUT,
             connect_retries=settings.SSH_CONNECT_RETRIES,
+            keepalive_s=settings.SSH_KEEPALIVE_SECONDS,
+            keepalive_count=settings.SSH_KEEPALIVE_COUNT,
             via=self.jump_host.ssh_target() if self.jump_host_id else None,
         )
 

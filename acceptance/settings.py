@@ -246,6 +246,13 @@ NODE_JOB_SLOTS = env.int("ACCEPTANCE_NODE_JOB_SLOTS", default=128)
 # How long the first node at such a step waits for the last one (s).
 BARRIER_WAIT_S = env.float("ACCEPTANCE_BARRIER_WAIT_S", default=1800.0)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Sending a task to a broker that does not answer fails within about a second (then the start
+# is refused with the reason, runners.doorbell.BrokerUnavailable), instead of kombu's defaults.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0,
+                                    "interval_step": 0.2, "interval_max": 0.5}
+CELERY_BROKER_CONNECTION_TIMEOUT = 4.0
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 4, "socket_timeout": 30}
 
 # Reports and signing. Production gives a PKCS#12 file and its passphrase; without one a
 # development signing certificate is made under VAR_DIR/signing on first use.
@@ -292,6 +299,14 @@ LAB_DIR = VAR_DIR / "lab"
 # fails it with the reason and kills what it left on the node (seconds).
 RUNS_LOST_AFTER_SECONDS = own("float", "RUNS_LOST_AFTER_SECONDS",
                               legacy=("RUNS_LOST_AFTER_SECONDS",), default=90.0)
+# A node job sent to the broker and claimed by no worker for this long is sent again (it never
+# started on the node), at most RUNS_RESEND_MAX times; after that — with nothing left waiting in
+# the broker's queue — it is failed with the reason. The same bound counts for an evaluation
+# sent with no decision recorded (runners.control; the sweep runs every RECOVER_EVERY_SECONDS).
+RUNS_UNCLAIMED_AFTER_SECONDS = own("float", "RUNS_UNCLAIMED_AFTER_SECONDS", default=120.0)
+RUNS_RESEND_MAX = own("int", "RUNS_RESEND_MAX", default=3)
+# A worker whose database connection dropped reconnects and writes again for this long.
+RUNS_DB_RETRY_SECONDS = own("float", "RUNS_DB_RETRY_SECONDS", default=30.0)
 
 # SSH defaults for probe runs (seconds).
 SSH_CONNECT_TIMEOUT = own("float", "SSH_CONNECT_TIMEOUT", legacy=("SSH_CONNECT_TIMEOUT",),
@@ -299,6 +314,11 @@ SSH_CONNECT_TIMEOUT = own("float", "SSH_CONNECT_TIMEOUT", legacy=("SSH_CONNECT_T
 # Connection set-up refused or timed out is tried again this many times (back-off 1 s, 2 s, 4 s).
 SSH_CONNECT_RETRIES = own("int", "SSH_CONNECT_RETRIES", legacy=("SSH_CONNECT_RETRIES",),
                           default=3)
+# Keepalive: after SSH_KEEPALIVE_SECONDS without a byte from the node, the session is asked to
+# answer (and paramiko sends keepalives at that interval); SSH_KEEPALIVE_COUNT unanswered asks
+# in a row mark it dead (unreachable): a hung session is noticed within 10 s + 3 × 10 s.
+SSH_KEEPALIVE_SECONDS = own("float", "SSH_KEEPALIVE_SECONDS", default=10.0)
+SSH_KEEPALIVE_COUNT = own("int", "SSH_KEEPALIVE_COUNT", default=3)
 
 # --- G4 soak allow-list (issue 13 item 4): the only commands a soak plan may run ----------
 # Operations, not the plan, decide which vendor drive commands and vLLM executables run on a
@@ -419,6 +439,8 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
+    # A broker or database that does not answer is a 503 with one line (acceptance.api.errors).
+    "EXCEPTION_HANDLER": "acceptance.api.errors.exception_handler",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "acceptance.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",

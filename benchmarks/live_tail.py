@@ -109,7 +109,8 @@ def main() -> None:
         node = engagement.nodes.get(role="array")
         gate_run = GateRun.objects.create(gate=engagement.gates.get(code="G1"), attempt=1,
                                           started_by="benchmark")
-        job = NodeJob.objects.create(gate_run=gate_run, node=node)
+        job = NodeJob.objects.create(gate_run=gate_run, node=node, state="running",
+                                     lease="benchmark")
         command = spec.command({})
         known = lab.directory / "known_hosts"
         known.write_text(f"[127.0.0.1]:{lab.port} {lab.host_key}\n")

@@ -10,9 +10,10 @@ Nothing that ran on a node is retried automatically: a re-run is a new ``GateRun
 from __future__ import annotations
 
 import json
+import logging
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -21,12 +22,13 @@ from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
 from runners import intake
 from runners.barrier import barrier_capacity_check
-from runners.doorbell import ring
+from runners.doorbell import BrokerUnavailable, ring
 from runners.live import cancel_requested
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.parsers import PARSERS
 
 SERVICE_VERSION = "acceptance-service 0.1.0"
+logger = logging.getLogger(__name__)
 
 
 def _bom_snapshot(engagement: Engagement) -> bytes:
@@ -253,7 +255,10 @@ def gate_run_rerun_node(*, gate_run: GateRun, node_name: str, started_by: str, r
 
 def node_jobs_dispatch(*, gate_run_id: int) -> int:
     """Send tasks for queued jobs of a run, keeping at most the site's ``max_parallel_nodes``
-    in flight. Each job is sent once (claimed by a conditional update). Returns how many."""
+    in flight. Each job is sent once (claimed by a conditional update). Returns how many.
+
+    A broker that does not take a task raises BrokerUnavailable (with the run's id) and leaves
+    that job unsent (``dispatched_at`` empty again), so it is sent later or settled."""
     gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
     if gate_run.cancel_requested_at:
         return 0
@@ -270,9 +275,14 @@ def node_jobs_dispatch(*, gate_run_id: int) -> int:
         if candidate is None:
             return sent
         if NodeJob.objects.filter(id=candidate.id, dispatched_at__isnull=True).update(
-                dispatched_at=timezone.now()):
+                dispatched_at=timezone.now(), sends=F("sends") + 1):
+            try:
+                ring("runners.node_job_execute", node_job_id=candidate.id)
+            except BrokerUnavailable as error:
+                NodeJob.objects.filter(id=candidate.id, state=NodeJob.State.QUEUED).update(
+                    dispatched_at=None, sends=F("sends") - 1)
+                raise BrokerUnavailable(str(error), gate_run_id=gate_run_id) from None
             sent += 1
-            ring("runners.node_job_execute", node_job_id=candidate.id)
 
 
 def gate_run_finish_if_complete(*, gate_run_id: int) -> None:
@@ -286,7 +296,38 @@ def gate_run_finish_if_complete(*, gate_run_id: int) -> None:
         )
         return
     claimed = GateRun.objects.filter(id=gate_run_id, state=GateRun.State.RUNNING).update(
-        state=GateRun.State.EVALUATING
+        state=GateRun.State.EVALUATING, evaluation_sent_at=timezone.now(),
+        evaluation_sends=F("evaluation_sends") + 1,
     )
     if claimed:
+        evaluation_send(gate_run_id=gate_run_id)
+
+
+def evaluation_send(*, gate_run_id: int) -> bool:
+    """Ring the evaluation of an evaluating run. When the broker does not take it, the run
+    stays ``evaluating`` with ``evaluation_sent_at`` empty — its evidence kept — and the
+    periodic sweep (``runners.control.evaluations_settle``) sends it again."""
+    try:
         ring("runners.gate_run_evaluate", gate_run_id=gate_run_id)
+        return True
+    except BrokerUnavailable as error:
+        logger.warning("evaluation of gate run %s not sent: %s", gate_run_id, error)
+        GateRun.objects.filter(id=gate_run_id, state=GateRun.State.EVALUATING).update(
+            evaluation_sent_at=None, evaluation_sends=F("evaluation_sends") - 1)
+        return False
+
+
+def gate_run_unsent_fail(*, gate_run_id: int, reason: str) -> None:
+    """A run whose tasks the broker refused as it started ends at once as an error: its jobs
+    still queued are failed (kind ``broker``; a task that did get through finds its job
+    settled and does nothing), so no half-dispatched run blocks the gate."""
+    now = timezone.now()
+    NodeJob.objects.filter(gate_run_id=gate_run_id, state=NodeJob.State.QUEUED).update(
+        state=NodeJob.State.FAILED, error_kind="broker", finished_at=now,
+        error=f"not started: {reason}")
+    if NodeJob.objects.filter(gate_run_id=gate_run_id, state__in=NodeJob.ACTIVE).exists():
+        return  # a job that got through runs on; the run ends when it does
+    GateRun.objects.filter(id=gate_run_id, state=GateRun.State.RUNNING).update(
+        state=GateRun.State.FAILED, finished_at=now,
+        error=f"not started: {reason}; nothing ran on the nodes — start the gate again once "
+              f"the broker answers")

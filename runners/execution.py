@@ -16,13 +16,17 @@ import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 from django.utils import timezone
 
 from acceptance.logging import log_context_add
 from acceptance.models import Node
 from runners import intake
 from runners.barrier import BarrierBroken, barrier_wait
+from runners.control import kill_fresh
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
+from runners.doorbell import BrokerUnavailable
+from runners.lease import LeaseLost, db_retry, first_line, held, job_claim, lease_renew
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS
@@ -35,6 +39,7 @@ from runners.transport import (
     OutputCapReached,
     SSHConnection,
     TransportError,
+    Unreachable,
 )
 
 logger = logging.getLogger(__name__)
@@ -51,6 +56,11 @@ RESULT_ROOT = NODE_ROOT
 
 class ScratchRefused(Exception):
     """The node refused the run's scratch directory; the message is what the node said."""
+
+
+class DatabaseLost(Exception):
+    """The ledger's connection was lost during a probe: the probe run was settled (after
+    reconnecting) with kind ``database`` and its remote command killed; the job ends."""
 
 
 @dataclass
@@ -86,6 +96,20 @@ def _fold_output(run: ProbeRun, recorder: OutputRecorder) -> None:
     intake.raw_output_record(run, recorder.finish(), cap=recorder.cap,
                              simulated=recorder.simulated)
     run.progress = recorder.progress
+
+
+def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
+            fields: list[str]) -> None:
+    """Save the run's result — its live files renamed to their sha256 names and indexed on the
+    row — while the job is still this worker's (LeaseLost otherwise), reconnecting to the
+    database when its connection was lost."""
+    _fold_output(run, recorder)  # files only: done once, whatever the database does
+
+    def save() -> None:
+        with held(ctx.job):
+            run.save(update_fields=fields)
+
+    db_retry(save, what=f"probe run {run.id}")
 
 
 def _scratch_make(ctx: _JobContext) -> str:
@@ -137,12 +161,15 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     except ProbeParameterError as error:
         run.state, run.error_kind, run.error = ProbeRun.State.FAILED, "parameters", str(error)
         run.finished_at = run.started_at
-        run.save()
+        with held(job):
+            run.save()
         return run
+    lease_renew(job)  # a probe starts only on a job still this worker's
     version = _tool_version(ctx, spec)
-    run.save()
-    run.remote_token = f"pr-{run.id}-{secrets.token_hex(4)}"
-    run.save(update_fields=["remote_token"])
+    with held(job):
+        run.save()
+        run.remote_token = f"pr-{run.id}-{secrets.token_hex(4)}"
+        run.save(update_fields=["remote_token"])
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
     recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15
@@ -152,7 +179,6 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
         result = ctx.connection.run(sent, timeout=seconds, on_output=recorder.on_output,
                                     on_tick=recorder.on_tick, keep_output=False)
     except OutputCapReached as error:
-        _fold_output(run, recorder)
         run.finished_at = timezone.now()
         run.tool_version = version.result()
         said = _kill_remote(ctx, run)
@@ -160,11 +186,20 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
         run.error = (f"{error} ({recorder.cap / (1 << 20):g} MiB): the first {recorder.cap} "
                      f"bytes are kept and hashed, the command was stopped; remote process "
                      f"group: {said}")
-        run.save(update_fields=fields)
+        _settle(ctx, run, recorder, fields)
         return run
+    except DatabaseError as error:
+        # The ledger's connection dropped while output was stored: the command is killed on
+        # the node (it would run on unrecorded), then the run is settled once reconnected.
+        said = _kill_remote(ctx, run)
+        run.finished_at = timezone.now()
+        run.tool_version = version.result()
+        run.state, run.error_kind = ProbeRun.State.FAILED, "database"
+        run.error = (f"the database connection was lost during the probe ({first_line(error)});"
+                     f" remote process group: {said}")
+        _settle(ctx, run, recorder, fields)
+        raise DatabaseLost(f"{node.name}: {spec.name}: {run.error}") from None
     except TransportError as error:
-        recorder.flush()
-        _fold_output(run, recorder)
         run.finished_at = timezone.now()
         run.tool_version = version.result()
         run.error_kind, run.error = error.kind, str(error)
@@ -174,27 +209,30 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
             run.error = f"{error}; remote process group: {said}"
             if isinstance(error, CommandCancelled):
                 run.state = ProbeRun.State.CANCELLED
-        run.save(update_fields=fields)
+        elif isinstance(error, Unreachable):
+            # The node's session died: the kill goes over a fresh connection.
+            run.error = f"{error}; remote process group: {kill_fresh(run)}"
+        _settle(ctx, run, recorder, fields)
         raise
-    # No last live flush: the whole output is stored with the run just below.
+    # No last live flush: the whole output is stored with the run (``_settle``) just below.
     run.tool_version = version.result()
     run.exit_code = result.exit_code
     run.finished_at = result.finished_at
-    _fold_output(run, recorder)
     if result.exit_code != 0 and cancellable and cancel_requested(run.gate_run_id):
         # The canceller killed it on the node before this worker noticed the request.
         run.state, run.error_kind = ProbeRun.State.CANCELLED, "cancelled"
         run.error = f"cancelled: the remote command ended with status {result.exit_code}"
-        run.save(update_fields=fields)
+        _settle(ctx, run, recorder, fields)
         raise CommandCancelled(f"{node.name}: {spec.name} cancelled")
     if result.exit_code is None or not spec.parse_exit(result.exit_code):
         run.state = ProbeRun.State.FAILED
         run.error_kind, run.error = intake.exit_error(result.exit_code, recorder.stderr_tail)
     else:
         run.state = ProbeRun.State.PARSING
-    run.save(update_fields=fields)
+    _settle(ctx, run, recorder, fields)
     if run.state == ProbeRun.State.PARSING:
-        intake.raw_output_parse(run)
+        with held(job):  # measurements only from a job still this worker's
+            intake.raw_output_parse(run)
     return run
 
 
@@ -228,14 +266,12 @@ def _for_each_values(job: NodeJob, rule: dict) -> list[str]:
 def node_job_execute(*, node_job_id: int) -> None:
     """Claim and run one node's part of a gate run; the last job to finish evaluates the gate.
 
-    A duplicate delivery finds the job claimed and does nothing. The job heartbeats while it
-    runs (``recover_lost_jobs`` fails jobs whose worker died).
+    A duplicate delivery (or a re-send of a job that was claimed after all) finds the job
+    claimed and does nothing. The job heartbeats while it runs (``recover_lost_jobs`` fails
+    jobs whose worker died), and every step checks the job's lease (``runners.lease``): a
+    worker whose job was declared lost stops there, touching neither the node nor the ledger.
     """
-    now = timezone.now()
-    claimed = NodeJob.objects.filter(id=node_job_id, state=NodeJob.State.QUEUED).update(
-        state=NodeJob.State.CONNECTING, started_at=now, heartbeat_at=now
-    )
-    if not claimed:
+    if job_claim(node_job_id) is None:
         logger.info("node job %s already claimed; duplicate delivery ignored", node_job_id)
         return
     job = NodeJob.objects.select_related("node__credential", "gate_run__gate__engagement").get(
@@ -248,8 +284,7 @@ def node_job_execute(*, node_job_id: int) -> None:
     pending: dict[tuple, tuple] = {}  # undo steps owed: (probe, parameters) -> (spec, values)
     try:
         with SSHConnection(job.node.ssh_target()) as connection:
-            NodeJob.objects.filter(id=job.id).update(state=NodeJob.State.RUNNING,
-                                                     heartbeat_at=timezone.now())
+            lease_renew(job, state=NodeJob.State.RUNNING)
             ctx = _JobContext(job, connection, {})
             try:
                 for step in steps:
@@ -275,11 +310,17 @@ def node_job_execute(*, node_job_id: int) -> None:
                         _track_cleanup(pending, spec, values, probe_run_execute(
                             ctx=ctx, spec=spec, values=values, **tags))
                     heartbeat(job)
+            except LeaseLost:
+                pending.clear()  # the job is not ours: no cleanup on the node either
+                raise
             finally:
                 # Undo steps still owed (an engine a cancelled arm left running), on the same
                 # connection while it is open.
                 _run_cleanups(ctx, pending)
         job.state = NodeJob.State.DONE
+    except LeaseLost as error:
+        logger.warning("node job %s: %s", node_job_id, error)
+        return
     except CommandCancelled as error:
         job.state, job.error_kind, job.error = NodeJob.State.CANCELLED, "cancelled", str(error)
     except ScratchRefused as error:
@@ -289,17 +330,29 @@ def node_job_execute(*, node_job_id: int) -> None:
     except TransportError as error:
         state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
         job.state, job.error_kind, job.error = state, error.kind, str(error)
+    except DatabaseLost as error:
+        job.state, job.error_kind, job.error = NodeJob.State.FAILED, "database", str(error)
+    except DatabaseError as error:  # between probes: nothing of the node was left running
+        job.state, job.error_kind = NodeJob.State.FAILED, "database"
+        job.error = f"the database connection was lost: {first_line(error)}"
     except Exception as error:  # recorded, never swallowed silently: the run becomes an error
         logger.exception("node job %s failed", node_job_id)
         job.state, job.error_kind = NodeJob.State.FAILED, "internal"
         job.error = f"{type(error).__name__}: {error}"
     job.finished_at = timezone.now()
     # Only a job still ours is finished here (recovery may have declared it lost meanwhile).
-    NodeJob.objects.filter(id=job.id, state__in=NodeJob.ACTIVE).update(
-        state=job.state, error_kind=job.error_kind, error=job.error, finished_at=job.finished_at
-    )
+    if not db_retry(lambda: NodeJob.objects.filter(
+            id=job.id, lease=job.lease, state__in=NodeJob.ACTIVE).update(
+            state=job.state, error_kind=job.error_kind, error=job.error,
+            finished_at=job.finished_at), what=f"node job {job.id}"):
+        logger.warning("node job %s was settled by someone else meanwhile; its %s result is "
+                       "not written", job.id, job.state)
+        return
     logger.info("node job %s ended %s", job.id, job.state)
-    node_jobs_dispatch(gate_run_id=gate_run.id)
+    try:
+        node_jobs_dispatch(gate_run_id=gate_run.id)
+    except BrokerUnavailable as error:  # the periodic sweep sends them once it answers
+        logger.warning("next node jobs of gate run %s not sent: %s", gate_run.id, error)
     gate_run_finish_if_complete(gate_run_id=gate_run.id)
 
 
@@ -323,6 +376,8 @@ def _run_cleanups(ctx: _JobContext, pending: dict) -> None:
         try:
             probe_run_execute(ctx=ctx, spec=undo, values=values,
                               labels={"phase": "cleanup"}, cancellable=False)
+        except LeaseLost:
+            break
         except Exception as error:  # the connection may be what failed; the job says why
             logger.warning("cleanup %s on %s failed: %s", undo.name, ctx.job.node.name, error)
     pending.clear()

@@ -21,9 +21,15 @@ from django.utils.translation import gettext as _
 
 from gates.models import Decision, Gate
 from gates.services import GateRefused, decision_is_latest
-from runners.control import lost_after, recover_lost_jobs
-from runners.dispatch import gate_run_rerun_node, gate_run_start
-from runners.doorbell import ring
+from runners.control import (
+    evaluations_settle,
+    lost_after,
+    recover_lost_jobs,
+    running_runs_settle,
+    unclaimed_jobs_resend,
+)
+from runners.dispatch import gate_run_rerun_node, gate_run_start, gate_run_unsent_fail
+from runners.doorbell import BrokerUnavailable, broker_check, ring
 from runners.models import GateRun
 from runners.plans import node_steps
 from runners.probes import PROBES
@@ -78,9 +84,29 @@ def gate_launch(*, gate: Gate, started_by: str, reason: str = "", confirmed: boo
                 rerun_of: GateRun | None = None) -> GateRun:
     """Start ``gate``: its soak, a run of its node probes, or — with ``node`` — that node alone
     again in the latest finished attempt (``rerun_of``, default the gate's latest attempt),
-    carrying the other nodes' evidence. Raises LaunchInvalid or GateRefused, nothing created."""
+    carrying the other nodes' evidence. Raises LaunchInvalid or GateRefused, nothing created.
+
+    Raises BrokerUnavailable (one line: "the task broker is not answering (…)") when the broker
+    does not answer: asked before anything is created; a send refused after the run was
+    written ends that run at once as an error (``gate_run_unsent_fail``), nothing half-sent."""
     timeouts = dict(probe_timeouts or {})
     probe_timeouts_check(gate=gate, probe_timeouts=timeouts)
+    broker_check()
+    try:
+        return _launch(gate=gate, started_by=started_by, reason=reason, confirmed=confirmed,
+                       timeouts=timeouts, node=node, rerun_of=rerun_of)
+    except BrokerUnavailable as error:
+        if error.gate_run_id is None:
+            raise
+        gate_run_unsent_fail(gate_run_id=error.gate_run_id, reason=str(error))
+        attempt = GateRun.objects.get(id=error.gate_run_id).attempt
+        raise BrokerUnavailable(_("%(error)s; attempt #%(n)s was ended as an error, nothing ran "
+                                  "on the nodes") % {"error": error, "n": attempt},
+                                gate_run_id=error.gate_run_id) from None
+
+
+def _launch(*, gate: Gate, started_by: str, reason: str, confirmed: bool,
+            timeouts: dict[str, int], node: str, rerun_of: GateRun | None) -> GateRun:
     if gate.is_soak:
         if node:
             raise LaunchInvalid("node", _("%(gate)s is a soak: it runs on every inference node "
@@ -103,11 +129,13 @@ def gate_launch(*, gate: Gate, started_by: str, reason: str = "", confirmed: boo
 
 
 def runs_recover(*, after: timedelta | None = None) -> list[str]:
-    """Settle node jobs whose worker died, re-attach soaks whose driver stopped (its agents
-    on the nodes kept running; the gap is recorded) and issue the signed reports of decisions
-    that lack theirs; one line per run recovered. Safe to call from anywhere, any number of
-    times."""
+    """Settle node jobs whose worker died and re-attach soaks whose driver stopped (its agents
+    on the nodes kept running; the gap is recorded); then what the broker lost: jobs sent and
+    never claimed, runs stalled by a refused send, evaluations never sent or never decided; and
+    issue the signed reports of decisions that lack theirs. One line per run recovered. Safe to
+    call from anywhere, any number of times."""
     return (recover_lost_jobs(after=after) + soak_recover(after=after)
+            + unclaimed_jobs_resend() + running_runs_settle() + evaluations_settle(after=after)
             + reports_missing_recover(after=after))
 
 

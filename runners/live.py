@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
 from runners import outputs
+from runners.lease import lease_renew
 from runners.models import GateRun, NodeJob, OutputChunk, ProbeRun
 from runners.probes import SIMULATED_MARKER
 from runners.transport import OutputCapReached
@@ -87,13 +87,14 @@ class OutputRecorder:
         self.last_flush = time.monotonic()
         for file in self.files.values():
             file.flush()
-        now = timezone.now()
         with transaction.atomic():
+            # The job's lease first: a worker whose job was declared lost stores nothing more
+            # (runners.lease.LeaseLost rolls this back and stops the command).
+            lease_renew(self.job)
             ProbeRun.objects.filter(id=self.run.id).update(
                 stdout_size=self.files["stdout"].size, stderr_size=self.files["stderr"].size,
                 progress=self.progress,
             )
-            NodeJob.objects.filter(id=self.job.id).update(heartbeat_at=now)
 
     def finish(self) -> dict[str, outputs.StoredOutput]:
         """Both streams renamed to their sha256 names (the caller records them on the row)."""
@@ -124,7 +125,7 @@ def heartbeat(job: NodeJob) -> None:
         if len(_last_beats) > 4096:  # ended jobs: forget the oldest
             for key in sorted(_last_beats, key=_last_beats.__getitem__)[:2048]:
                 del _last_beats[key]
-    NodeJob.objects.filter(id=job.id).update(heartbeat_at=timezone.now())
+    lease_renew(job)  # a job no longer this worker's: LeaseLost
 
 
 @dataclass(frozen=True)

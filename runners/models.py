@@ -55,6 +55,11 @@ class GateRun(models.Model):
         Node, on_delete=models.PROTECT, null=True, blank=True, related_name="reruns",
         help_text="the one node a per-node re-run ran again (empty: every node ran)")
     reason = models.TextField(blank=True, help_text="why a person re-ran (audited)")
+    evaluation_sent_at = models.DateTimeField(
+        null=True, blank=True, help_text="when its evaluation task was last sent (empty while "
+        "evaluating: the broker refused it, the sweep sends it again)")
+    evaluation_sends = models.PositiveIntegerField(
+        default=0, help_text="how many times its evaluation task was sent (bounded)")
 
     class Meta:
         ordering = ["-created_at"]
@@ -117,6 +122,12 @@ class NodeJob(models.Model):
     dispatched_at = models.DateTimeField(
         null=True, blank=True, help_text="when its task was sent (concurrency bound)"
     )
+    sends = models.PositiveIntegerField(
+        default=0, help_text="how many times its task was sent: re-sent while never claimed "
+        "(runners.control.unclaimed_jobs_resend), up to RUNS_RESEND_MAX")
+    lease = models.CharField(
+        max_length=32, blank=True, help_text="token written when a worker claimed it; every "
+        "step of that worker is a conditional update on it (runners.lease)")
     heartbeat_at = models.DateTimeField(
         null=True, blank=True, help_text="last sign of life of the worker executing it"
     )
@@ -166,6 +177,7 @@ class ProbeRun(models.Model):
         CANCELLED = "cancelled"
         LOST = "lost", "lost (the worker running it stopped)"
         OUTPUT_CAP = "output_cap", "output larger than the stored cap"
+        DATABASE = "database", "the database connection was lost"
 
     gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="probe_runs")
     node = models.ForeignKey(

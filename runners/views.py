@@ -37,6 +37,7 @@ from gates.presentation import criterion_text
 from gates.services import GateRefused, gate_check_runnable
 from runners import exports, pages
 from runners.control import gate_run_cancel
+from runners.doorbell import BrokerUnavailable
 from runners.evidence import EvidenceRefused, collection_script, evidence_import
 from runners.filters import GateRunFilter
 from runners.forms import (
@@ -245,6 +246,9 @@ def gate_run_launch(request, name: str, code: str):
             messages.error(request, _("Not started, nothing was created: %(reason)s")
                            % {"reason": refusal})
             return redirect("gate-run-start", name=engagement.name, code=gate.code)
+        except BrokerUnavailable as refusal:
+            messages.error(request, _("Not started: %(reason)s") % {"reason": refusal})
+            return redirect("gate-run-start", name=engagement.name, code=gate.code)
         return redirect("run-detail", run_id=gate_run.id)
     try:
         gate_check_runnable(gate=gate)
@@ -383,6 +387,8 @@ def run_rerun(request, run_id: int):
         except (GateRefused, LaunchInvalid) as refusal:
             form.add_error(None, _("Not started, nothing was created: %(reason)s")
                            % {"reason": refusal})
+        except BrokerUnavailable as refusal:
+            form.add_error(None, _("Not started: %(reason)s") % {"reason": refusal})
         else:
             if node:
                 text = _("Attempt #%(new)s of %(gate)s started: %(node)s runs again alone; the "

@@ -33,7 +33,7 @@ from rest_framework.viewsets import ReadOnlyModelViewSet
 from acceptance.api import serializers as s
 from acceptance.api.csv import CSVListMixin
 from acceptance.api.engagement_create import EngagementCreateMixin
-from acceptance.api.errors import Conflict
+from acceptance.api.errors import Conflict, ServiceUnavailable
 from acceptance.api.pagination import LedgerCursorPagination
 from acceptance.models import AuditEntry, Engagement
 from acceptance.permissions import Role, engagement_for, engagements_for, has_role
@@ -45,6 +45,7 @@ from reports.services import download_record
 from runners import exports
 from runners.control import gate_run_cancel
 from runners.dispatch import ConfirmationRequired
+from runners.doorbell import BrokerUnavailable
 from runners.launch import LaunchInvalid, gate_launch
 from runners.live import output_read
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
@@ -195,7 +196,9 @@ class GateViewSet(ScopedViewSet):
                    404: OpenApiResponse(description="no such engagement or gate (or not "
                                                     "visible to you)"),
                    409: OpenApiResponse(description="the gate may not run now; the "
-                                                    "message says why")},
+                                                    "message says why"),
+                   503: OpenApiResponse(description="the task broker is not answering: "
+                                                    "nothing was started")},
         summary="start a run of the gate (engineers)")
     def run_start(self, request, engagement_name: str, code: str):
         gate = self.get_object()
@@ -213,6 +216,8 @@ class GateViewSet(ScopedViewSet):
             raise ValidationError({"confirm": [str(refusal)]}) from None
         except GateRefused as refusal:
             raise Conflict(str(refusal)) from None
+        except BrokerUnavailable as refusal:
+            raise ServiceUnavailable(f"refused: {refusal}") from None
         gate_run = GateRun.objects.select_related("gate__engagement").get(pk=gate_run.pk)
         data = s.GateRunSerializer(gate_run, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED,
@@ -306,7 +311,9 @@ class GateRunViewSet(ScopedViewSet):
                    403: OpenApiResponse(description="not an engineer"),
                    409: OpenApiResponse(description="it may not be re-run now (not over, "
                                                     "superseded, another node's evidence "
-                                                    "incomplete, …); the message says why")},
+                                                    "incomplete, …); the message says why"),
+                   503: OpenApiResponse(description="the task broker is not answering: "
+                                                    "nothing was started")},
         summary="re-run a finished attempt (engineers): one node alone, or every node")
     @action(detail=True, methods=["post"])
     def rerun(self, request, pk=None):
@@ -328,6 +335,8 @@ class GateRunViewSet(ScopedViewSet):
             raise ValidationError({"confirm": [str(refusal)]}) from None
         except GateRefused as refusal:
             raise Conflict(str(refusal)) from None
+        except BrokerUnavailable as refusal:
+            raise ServiceUnavailable(f"refused: {refusal}") from None
         new_run = self.base_queryset().get(pk=new_run.pk)
         return Response(s.GateRunSerializer(new_run, context=self.get_serializer_context()).data,
                         status=status.HTTP_201_CREATED,

@@ -28,6 +28,7 @@ from acceptance.celery import app as celery_app
 from acceptance.permissions import Role, engagement_for, has_role
 from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
+from runners.doorbell import BrokerUnavailable
 from runners.launch import LaunchInvalid, gate_launch
 from runners.soak import presentation
 from runners.soak.driver import soak_abort, soak_pause, soak_resume
@@ -337,5 +338,8 @@ def soak_start_view(request, name: str, code: str):
     except (GateRefused, LaunchInvalid) as refusal:
         messages.error(request, _("Not started, nothing was created: %(reason)s")
                        % {"reason": refusal})
+        return redirect("soak-plan", name=gate.engagement.name, code=gate.code)
+    except BrokerUnavailable as refusal:
+        messages.error(request, _("Not started: %(reason)s") % {"reason": refusal})
         return redirect("soak-plan", name=gate.engagement.name, code=gate.code)
     return redirect("soak-detail", soak_id=gate_run.soak.id)

@@ -15,6 +15,14 @@ Setting up a connection that fails as :class:`Unreachable` before authentication
 out, reset) is retried ``connect_retries`` times with back-off 1 s, 2 s, 4 s, … — a node that is
 rebooting or an sshd that hit ``MaxStartups``. Authentication and host-key failures are never
 retried, and nothing is retried once a command has started (:meth:`SSHConnection.run`).
+
+Keepalive: every hop's transport sends SSH keepalives every ``keepalive_s`` seconds
+(paramiko ``set_keepalive``), and a running command whose node sent nothing for ``keepalive_s``
+has the session asked to answer (a channel opened and closed, bounded by ``keepalive_s``);
+``keepalive_count`` unanswered asks in a row close the connection as :class:`Unreachable`. So a
+hung session is noticed within ``keepalive_s × (1 + keepalive_count)`` (10 s × 4 = 40 s by
+default), not at the probe's timeout. A session that died under a command (its sshd killed, the
+link gone) is :class:`Unreachable` too, never a command "without exit status".
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ class SSHTarget:
     connect_timeout: float = 10.0
     connect_retries: int = 3
     via: SSHTarget | None = None
+    keepalive_s: float = 10.0
+    keepalive_count: int = 3
 
     def __repr__(self) -> str:  # never show the key
         via = f" via {self.via!r}" if self.via else ""
@@ -216,6 +226,9 @@ def _hop_connect(hop: _Hop, sock: paramiko.Channel | None) -> paramiko.SSHClient
     except (OSError, EOFError) as error:  # TimeoutError, refused, reset
         client.close()
         raise Unreachable(f"{hop.label} unreachable: {_reason(error)}") from None
+    transport = client.get_transport()
+    if transport is not None and t.keepalive_s > 0:
+        transport.set_keepalive(max(1, round(t.keepalive_s)))
     return client
 
 
@@ -298,6 +311,32 @@ class SSHConnection:
             client.close()
         self._clients = []
 
+    def _keepalive_check(self, transport: paramiko.Transport, heard: dict[str, float]) -> None:
+        """Ask a silent session to answer; close it as Unreachable after ``keepalive_count``
+        unanswered asks in a row."""
+        every = self.target.keepalive_s
+        if every <= 0 or time.monotonic() - heard["at"] < every:
+            return
+        if _alive(transport, every):
+            heard["at"], heard["misses"] = time.monotonic(), 0
+            return
+        heard["misses"] += 1
+        heard["at"] = time.monotonic() - every  # ask again at once
+        if heard["misses"] >= max(1, self.target.keepalive_count):
+            transport.close()
+            raise Unreachable(
+                f"{self.target.name}: the SSH session stopped answering ({heard['misses']} "
+                f"keepalive checks of {every:g} s unanswered)")
+
+    @staticmethod
+    def _session_died(transport: paramiko.Transport) -> bool:
+        """A channel that closed without an exit status: was it the whole session? (The
+        transport notices a dropped connection a moment after closing its channels.)"""
+        until = time.monotonic() + 2.0
+        while transport.is_active() and time.monotonic() < until:
+            time.sleep(0.05)
+        return not transport.is_active()
+
     def run(self, command: str, *, timeout: float,
             on_output: Callable[[str, bytes], None] | None = None,
             on_tick: Callable[[], bool] | None = None,
@@ -327,10 +366,13 @@ class SSHConnection:
         except (paramiko.SSHException, OSError) as error:
             raise Unreachable(f"{self.target.name}: cannot start the command: {error}") from None
         streams = {"stdout": bytearray(), "stderr": bytearray()}
+        heard = {"at": time.monotonic(), "misses": 0}
 
         def take(stream: str, data: bytes) -> None:
             if keep_output:
                 streams[stream] += data
+            if data:
+                heard["at"], heard["misses"] = time.monotonic(), 0
             if on_output is not None and data:
                 on_output(stream, data)
 
@@ -358,8 +400,12 @@ class SSHConnection:
                     raise CommandTimeout(
                         f"{self.target.name}: command still running after {timeout:g} s"
                     )
+                self._keepalive_check(transport, heard)
                 select.select([channel], [], [], min(remaining, 1.0))
             exit_code = channel.recv_exit_status()
+            if exit_code == -1 and self._session_died(transport):
+                raise Unreachable(f"{self.target.name}: the SSH session was lost during the "
+                                  f"command (no exit status came back)")
         except (OSError, EOFError) as error:
             raise Unreachable(
                 f"{self.target.name}: connection lost during command: {error}"
@@ -370,6 +416,15 @@ class SSHConnection:
             None if exit_code == -1 else exit_code, bytes(streams["stdout"]),
             bytes(streams["stderr"]), started, datetime.now(UTC),
         )
+
+
+def _alive(transport: paramiko.Transport, timeout: float) -> bool:
+    """Whether the session answers: a channel opened (and closed at once) within ``timeout``."""
+    try:
+        transport.open_session(timeout=timeout).close()
+        return True
+    except (paramiko.SSHException, OSError, EOFError):
+        return False
 
 
 def host_key_presented(host: str, port: int, *, via: SSHTarget | None = None,

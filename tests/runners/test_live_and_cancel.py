@@ -166,7 +166,8 @@ def test_it_stores_output_while_the_command_runs_and_reads_from_any_offset(lab, 
     node = engagement.nodes.get(role="inference")
     gate_run = GateRun.objects.create(gate=engagement.gates.get(code="G2"), attempt=1,
                                       started_by="t")
-    job = NodeJob.objects.create(gate_run=gate_run, node=node)
+    # A job claimed by this worker (its lease written), as node_job_execute claims it.
+    job = NodeJob.objects.create(gate_run=gate_run, node=node, state="running", lease="t1")
     run = ProbeRun.objects.create(gate_run=gate_run, node=node, probe="demo", parser="fio",
                                   parser_version="1", command="demo",
                                   started_at=timezone.now())
@@ -213,14 +214,16 @@ def test_it_stores_output_while_the_command_runs_and_reads_from_any_offset(lab, 
         output_read(run.id, stream="stdin")
 
 
-def test_it_fails_a_run_whose_evaluation_was_lost_with_its_worker(db):
+def test_it_fails_a_run_whose_evaluation_was_lost_with_its_worker(db, settings):
+    """Sent, never decided, every re-send used: an error that says so (evidence kept). A run
+    still within its bound may still be deciding and is left alone."""
     from datetime import timedelta
 
     from django.utils import timezone
 
     from acceptance.models import Credential, Node
     from gates.services import engagement_create
-    from runners.control import recover_lost_jobs
+    from runners.control import evaluations_settle
     from runners.models import GateRun, NodeJob
 
     engagement = engagement_create(name="site-a", customer="Org A",
@@ -229,16 +232,20 @@ def test_it_fails_a_run_whose_evaluation_was_lost_with_its_worker(db):
         engagement=engagement, name="n1", role="array", address="127.0.0.1", port=22,
         ssh_user="root", host_key="ssh-ed25519 " + "A" * 68,
         credential=Credential.objects.create(name="c", private_key_encrypted=b"x"))
+    long_ago = timezone.now() - timedelta(minutes=10)
     stuck = GateRun.objects.create(gate=engagement.gates.get(code="G1"), attempt=1,
-                                   started_by="t", state=GateRun.State.EVALUATING)
-    NodeJob.objects.create(gate_run=stuck, node=node, state="done",
-                           finished_at=timezone.now() - timedelta(minutes=10))
+                                   started_by="t", state=GateRun.State.EVALUATING,
+                                   evaluation_sent_at=long_ago,
+                                   evaluation_sends=settings.RUNS_RESEND_MAX + 1)
+    NodeJob.objects.create(gate_run=stuck, node=node, state="done", finished_at=long_ago)
     fresh = GateRun.objects.create(gate=engagement.gates.get(code="G2"), attempt=1,
-                                   started_by="t", state=GateRun.State.EVALUATING)
+                                   started_by="t", state=GateRun.State.EVALUATING,
+                                   evaluation_sent_at=timezone.now(), evaluation_sends=1)
     NodeJob.objects.create(gate_run=fresh, node=node, state="done", finished_at=timezone.now())
-    lines = recover_lost_jobs(after=timedelta(seconds=90))
+    lines = evaluations_settle(after=timedelta(seconds=90))
     stuck.refresh_from_db()
     fresh.refresh_from_db()
-    assert stuck.state == "failed" and "evaluation lost" in stuck.error
+    assert stuck.state == "failed" and "evaluation lost: sent 4 times" in stuck.error
+    assert "the evidence is kept" in stuck.error
     assert fresh.state == "evaluating"  # still within the grace period: maybe still deciding
     assert len(lines) == 1

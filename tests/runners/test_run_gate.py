@@ -200,7 +200,7 @@ def test_it_runs_real_fio_on_a_scratch_file_over_the_same_ssh_path(lab, tmp_path
                                       started_by="test")
     from runners.models import NodeJob
 
-    job = NodeJob.objects.create(gate_run=gate_run, node=node)
+    job = NodeJob.objects.create(gate_run=gate_run, node=node, state="running", lease="t1")
     with SSHConnection(node.ssh_target()) as connection:
         run = probe_run_execute(
             ctx=_JobContext(job, connection, {}), spec=probe("fio_seqread"),

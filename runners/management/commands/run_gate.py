@@ -3,7 +3,9 @@
 Dispatches the gate's probes (Celery tasks over SSH) — for a soak gate (G4), the soak
 (``runners.soak``) — waits for the decision and prints the per-criterion table, the decision
 and ``report: PATH``. Exit status: 0 passed, 1 stopped, 2 the run itself failed or was refused
-(no decision).
+(no decision) — a task broker that does not answer is such a refusal ("refused: the task broker
+is not answering (…)"), and a database that stays away while waiting ends the wait with one
+line (the run goes on; the sweep settles it).
 """
 
 import getpass
@@ -11,16 +13,20 @@ import sys
 import time
 
 from django.core.management.base import BaseCommand
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
+from django.db import connection as db_connection
 
 from acceptance.models import Engagement
 from acceptance.units import measurement_text
 from gates.services import GateRefused, gate_get
 from runners.dispatch import ConfirmationRequired
+from runners.doorbell import BrokerUnavailable
 from runners.launch import LaunchInvalid, gate_launch, runs_recover
 from runners.models import GateRun
 from runners.probes import PROBES
 
 EXIT_PASSED, EXIT_STOPPED, EXIT_FAILED = 0, 1, 2
+DATABASE_WAIT_S = 120.0  # a database away longer than this while waiting ends the wait
 
 
 class Command(BaseCommand):
@@ -83,6 +89,8 @@ class Command(BaseCommand):
             self.fail(f"refused: {refusal} (run_gate … --confirm --reason '…')")
         except GateRefused as refusal:
             self.fail(f"refused: {refusal}")
+        except BrokerUnavailable as refusal:
+            self.fail(f"refused: {refusal}")
         if gate_obj.is_soak:
             self.wait_soak(found, gate_obj, gate_run, timeout)
             return
@@ -97,14 +105,28 @@ class Command(BaseCommand):
         running recovery now and then so that a dead worker cannot keep us waiting."""
         deadline = time.monotonic() + timeout
         next_recovery = time.monotonic() + self.RECOVERY_EVERY_S
+        database_lost_at = None
         while True:
-            gate_run.refresh_from_db()
-            if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED,
-                                  GateRun.State.CANCELLED):
-                return
-            if time.monotonic() > next_recovery:  # a dead worker must not keep us waiting
-                runs_recover()
-                next_recovery = time.monotonic() + self.RECOVERY_EVERY_S
+            try:
+                gate_run.refresh_from_db()
+                if gate_run.state in (GateRun.State.DONE, GateRun.State.FAILED,
+                                      GateRun.State.CANCELLED):
+                    return
+                if time.monotonic() > next_recovery:  # a dead worker must not keep us waiting
+                    try:
+                        runs_recover()
+                    except BrokerUnavailable:
+                        pass  # the sweep is tried again later; the run is still waited for
+                    next_recovery = time.monotonic() + self.RECOVERY_EVERY_S
+                database_lost_at = None
+            except DatabaseError as error:  # reconnect and wait on, for a bound
+                db_connection.close()
+                database_lost_at = database_lost_at or time.monotonic()
+                if time.monotonic() - database_lost_at > DATABASE_WAIT_S:
+                    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                    self.fail(f"error: the database is not answering ({reason}); run "
+                              f"#{gate_run.attempt} (gate run id {gate_run.id}) goes on without "
+                              f"this command: follow it with tail_run or the web page")
             if time.monotonic() > deadline:
                 self.fail(f"error: no decision after {timeout:g} s; run #{gate_run.attempt} is "
                           f"still {gate_run.state}")

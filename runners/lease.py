@@ -1,0 +1,95 @@
+"""Fencing: a node job belongs to the worker that claimed it, and only while it still does.
+
+A worker claims a queued job by writing a fresh ``NodeJob.lease`` token in the same conditional
+update that moves it out of ``queued`` (:func:`job_claim`). Every later step of that worker —
+each probe start, each output flush and heartbeat, each result save, the job's final status —
+is a conditional update on ``(id, lease, active state)``. When recovery declared the job lost
+meanwhile (a worker paused with SIGSTOP longer than ``RUNS_LOST_AFTER_SECONDS``, then resumed),
+that update matches nothing and :class:`LeaseLost` is raised: the worker stops at once, runs no
+further probe on the node and writes nothing over the ``lost`` record.
+
+:func:`held` is the guarded block for a save: its first statement is the conditional heartbeat
+on the lease, which locks the job row until the block commits (SQLite serialises writers
+anyway), so recovery cannot declare the job lost between the check and the save.
+
+:func:`db_retry` is the worker's road back after the database dropped its connection (a
+PostgreSQL restart, ``pg_terminate_backend``): reconnect and write again, within a bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
+from django.db import connection as db_connection
+from django.db import transaction
+from django.utils import timezone
+
+from runners.models import NodeJob
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class LeaseLost(Exception):
+    """The job is no longer this worker's (declared lost, cancelled and settled, or claimed by
+    another delivery): stop touching the node and the ledger."""
+
+
+def job_claim(node_job_id: int) -> str | None:
+    """Claim a queued job for this worker: its new lease token, or None when it was not queued
+    (a duplicate delivery, or a job settled before any worker took it)."""
+    token = secrets.token_hex(8)
+    now = timezone.now()
+    claimed = NodeJob.objects.filter(id=node_job_id, state=NodeJob.State.QUEUED).update(
+        state=NodeJob.State.CONNECTING, started_at=now, heartbeat_at=now, lease=token)
+    return token if claimed else None
+
+
+def _ours(job: NodeJob):
+    return NodeJob.objects.filter(id=job.id, lease=job.lease, state__in=NodeJob.ACTIVE)
+
+
+def lease_renew(job: NodeJob, **fields) -> None:
+    """Heartbeat (and set ``fields``) on a job that is still ours; LeaseLost when it is not."""
+    if not _ours(job).update(heartbeat_at=timezone.now(), **fields):
+        raise LeaseLost(f"node job {job.id} is no longer this worker's (declared lost or "
+                        f"settled meanwhile): stopping without touching the node")
+
+
+@contextmanager
+def held(job: NodeJob) -> Iterator[None]:
+    """A transaction in which the job is ours and stays ours: LeaseLost (nothing written) when
+    it is not. Saves of a probe run's result happen inside it."""
+    with transaction.atomic():
+        lease_renew(job)  # the row stays locked by this update until the block commits
+        yield
+
+
+def db_retry(write: Callable[[], T], *, what: str) -> T:
+    """Run ``write`` (a top-level ledger write, not inside a transaction), reconnecting and
+    trying again while the database connection is lost, for up to ``RUNS_DB_RETRY_SECONDS``
+    (then the last error is raised: the sweep settles the job once the database is back)."""
+    deadline = time.monotonic() + settings.RUNS_DB_RETRY_SECONDS
+    while True:
+        try:
+            return write()
+        except DatabaseError as error:
+            if time.monotonic() >= deadline:
+                raise
+            logger.warning("%s: database connection lost (%s); reconnecting", what,
+                           first_line(error))
+            db_connection.close()
+            time.sleep(1.0)
+
+
+def first_line(error: BaseException) -> str:
+    """An error's first line (database drivers write several)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
