@@ -190,6 +190,29 @@ def _spec(criterion: dict[str, Any]) -> evaluation.CriterionSpec:
         raise CannotCheck(f"criterion {criterion.get('key')}: {e}") from e
 
 
+# G1's per-array figures (gates.derivations.derive_array_drives) carry these labels.
+_PER_ARRAY_G1 = frozenset({"drive_count", "self_test_failures"})
+
+
+def _derivation_inputs(gate: str, basis: dict[str, Any]) -> tuple[
+        dict[str, tuple[str, float]], dict[str, derivations.ArrayDrives]]:
+    """What ``derive_all`` is given, as ``runners.decision`` gives it (``reports.basis``):
+    node → (array, its port's line rate in B/s) and array controller node → the array's
+    drives (array, drive model, expected count)."""
+    arrays = {node: (str(pair[0]), float(pair[1]))
+              for node, pair in (basis.get("arrays") or {}).items()}
+    if "drives" not in basis and any(
+            m["metric"] in _PER_ARRAY_G1 and m.get("labels", {}).get("scope") == "array"
+            for m in basis.get("derived") or []):
+        raise CannotCheck(f"{gate}: the report records per-array drive figures but not the "
+                          f"arrays' drive model and expected drive count they were derived "
+                          f"with (issued before reports carried them); it cannot be re-decided")
+    drives = {node: derivations.ArrayDrives(str(plan["array"]), str(plan["drive_model"]),
+                                            int(plan["expected"]))
+              for node, plan in (basis.get("drives") or {}).items()}
+    return arrays, drives
+
+
 def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) -> None:
     gate, basis = entry.get("gate", "?"), entry.get("redecide")
     if not isinstance(basis, dict):
@@ -207,9 +230,8 @@ def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) 
         samples = [_recorded_sample(len(samples) + i, m)
                    for i, m in enumerate(basis.get("derived") or [], start=1)]
     else:
-        arrays = {node: (str(pair[0]), float(pair[1]))
-                  for node, pair in (basis.get("arrays") or {}).items()}
-        derived = derivations.derive_all(samples, arrays)
+        arrays, drives = _derivation_inputs(gate, basis)
+        derived = derivations.derive_all(samples, arrays, drives)
         result.differences.extend(_compare(
             f"{gate} derived", [m for m in basis.get("derived") or []
                                 if m["metric"] not in _AFTER_VERDICTS],

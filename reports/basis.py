@@ -3,8 +3,11 @@ signed PDF can decide the gate again without the service (``acceptance_core rede
 
 ``decision_basis(decision)`` is plain JSON data: the criteria as they were judged (operator,
 thresholds, tolerance, reference value and its source, aggregation, label filter — the snapshot
-the decision recorded) with the recorded figure and verdict of each, the derivation inputs (each
-node's array and the array port's line rate for the shared read-back) and, per probe run, the
+the decision recorded) with the recorded figure and verdict of each, the derivation inputs — the
+same ones ``runners.decision`` gives ``gates.derivations.derive_all``: ``arrays``, each node's
+array and the array port's line rate (G2's line efficiency, G3's shared read-back), and
+``drives``, per array controller node its array, the array's drive model (``""``: the model most
+drives report) and expected drive count (G1) — and, per probe run, the
 parser and its version, the labels the run gave its measurements and the measurements recorded
 from its raw output (matched to the embedded raw output by its sha256). A G4 soak's decision
 rests on span figures; they are listed as recorded (``derived``).
@@ -13,7 +16,7 @@ rests on span figures; they are listed as recorded (``derived``).
 from __future__ import annotations
 
 from gates.models import Decision
-from gates.services import node_array_line_rates
+from gates.services import array_drive_plans, node_array_line_rates
 
 #: The version of the re-decision data; ``acceptance_core.redecide`` refuses other versions.
 BASIS_SCHEMA = "acceptance-redecide/1"
@@ -55,6 +58,7 @@ def decision_basis(decision: Decision) -> dict:
     derived = gate_run.measurements.filter(derived=True)
     is_soak = hasattr(gate_run, "soak")
     arrays = node_array_line_rates(engagement=gate_run.engagement)
+    drives = array_drive_plans(engagement=gate_run.engagement)
     return {
         "schema": BASIS_SCHEMA,
         "gate": decision.gate.code,
@@ -62,6 +66,8 @@ def decision_basis(decision: Decision) -> dict:
         "derivation": "soak_spans" if is_soak else "gate",
         "criteria": criteria,
         "arrays": {node: [array, rate] for node, (array, rate) in sorted(arrays.items())},
+        "drives": {node: {"array": plan.array, "drive_model": plan.drive_model,
+                          "expected": plan.expected} for node, plan in sorted(drives.items())},
         "runs": runs,
         # measurements that came from no probe run (nothing to re-parse): taken as recorded
         "other_measurements": [_measurement(m) for m in unrun.select_related("node")],

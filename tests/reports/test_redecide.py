@@ -210,6 +210,21 @@ def test_a_report_without_the_criteria_snapshot_is_refused(lab, tmp_path):
     with pytest.raises(CannotCheck, match="summary.json lists no gate"):
         redecide({"schema_version": 2, "gates": []}, {})
 
+    # G1 is derived per array with the array's drive model and expected count, as recorded
+    summary, _ = embedded(data)
+    plan = summary["gates"][0]["redecide"]["drives"]["lab-array-controller"]
+    assert (plan["array"], plan["expected"]) == ("LAB-HEALTHY", 24), plan
+
+    def without_drive_plans(summary, files):
+        del summary["gates"][0]["redecide"]["drives"]
+
+    path = tmp_path / "no-drives.pdf"
+    path.write_bytes(forged(data, without_drive_plans))
+    status, out = offline(path)
+    assert status == 2, out
+    assert ("cannot check: G1: the report records per-array drive figures but not the arrays' "
+            "drive model and expected drive count") in out
+
 
 @pytest.mark.parametrize("scenario", ["soak-clean", "soak-drive-impact"])
 def test_g4_soak_reports_give_their_decision_again(transactional_db, scenario):
