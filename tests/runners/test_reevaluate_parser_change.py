@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from acceptance.models import Array, Credential, Node
 from gates.services import engagement_create
 from runners.models import Measurement, ProbeRun
 from runners.reevaluation import gate_run_reevaluate
@@ -24,9 +25,17 @@ G1_REFUSED_INVENTORY = {"bom-complete": ("pass", 0.0), "drive-count": ("insuffic
 def stored_run(db):
     engagement = engagement_create(name="acme-1", customer="ACME",
                                    start_date=timezone.localdate() - timedelta(weeks=3))
+    # G1 counts per array, on the array's controller (issue 16): the inventory ran there.
+    array = Array.objects.create(engagement=engagement, serial="A1", expected_drive_count=24)
+    credential = Credential.from_secret("acme-1-key", "not a real key")
+    credential.save()
+    node = Node.objects.create(engagement=engagement, name="array-ctl", role=Node.Role.ARRAY,
+                               address="10.0.0.1", ssh_user="acctest", array=array,
+                               host_key="ssh-ed25519 " + "QUNNRS1ob3N0LWtleQ==",
+                               credential=credential)
     decision = decide(engagement.gates.get(code="G1"), G1_REFUSED_INVENTORY, "stopped")
     ProbeRun.objects.create(
-        gate_run=decision.gate_run, probe="nvme_inventory", parser="nvme_list",
+        gate_run=decision.gate_run, node=node, probe="nvme_inventory", parser="nvme_list",
         parser_version="1", command="nvme list -o json", exit_code=0,
         stdout=b"{\n\n}\n",  # nvme-cli 1.3 without NVMe (linux-nvme/nvme-cli#173)
         started_at=timezone.now(), state=ProbeRun.State.FAILED)
@@ -36,7 +45,7 @@ def stored_run(db):
 def test_the_new_parser_reads_zero_drives_where_the_old_one_refused(stored_run):
     result = gate_run_reevaluate(gate_run=stored_run.gate_run)
     assert result.parser_changes == [
-        f"service nvme_inventory (run {stored_run.gate_run.probe_runs.get().id}): "
+        f"array-ctl nvme_inventory (run {stored_run.gate_run.probe_runs.get().id}): "
         "parser nvme_list 1 → 2"]
     assert any(line.endswith('new drive_count {} = 0 1') for line in result.measurement_changes)
     # drive_count >= 24 judged on 0 drives: a FAIL where the record says insufficient (the other
@@ -51,7 +60,7 @@ def test_the_command_shows_it_and_changes_nothing(stored_run):
         call_command("reevaluate", str(stored_run.gate_run.id), stdout=out)
     text = out.getvalue()
     assert exit_info.value.code == 1
-    assert "  parser: service nvme_inventory" in text and "parser nvme_list 1 → 2" in text
+    assert "  parser: array-ctl nvme_inventory" in text and "parser nvme_list 1 → 2" in text
     assert "  verdict: drive_count: insufficient (—) → fail (0)" in text
     assert "DIFFERENT" in text
     assert not Measurement.objects.filter(gate_run=stored_run.gate_run).exists()  # untouched

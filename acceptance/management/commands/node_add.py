@@ -47,6 +47,10 @@ class Command(BaseCommand):
                             help="the host key fingerprint read on the node's console")
         parser.add_argument("--jump-host", metavar="NODE",
                             help="an enrolled node of the engagement to connect through")
+        parser.add_argument("--array", metavar="SERIAL", default="",
+                            help="serial number of the engagement's array this node belongs to "
+                                 "(an array controller of an engagement with one array: that "
+                                 "one by default)")
         parser.add_argument("--interface", default="")
         parser.add_argument("--fio-target", default="")
         parser.add_argument("--sudo", action="store_true", help="run probes with sudo -n")
@@ -65,7 +69,17 @@ class Command(BaseCommand):
         if Credential.objects.filter(name=credential_name).exists():
             raise CommandError(f"a credential named {credential_name!r} exists already: "
                                "give another --credential-name")
+        array = None
+        if o["array"]:
+            array = engagement.arrays.filter(serial=o["array"]).first()
+            if array is None:
+                known = ", ".join(engagement.arrays.values_list("serial", flat=True)) or "none"
+                raise CommandError(f"--array: {engagement.name} has no array with serial "
+                                   f"{o['array']!r} (its arrays: {known})")
+        elif o["role"] == Node.Role.ARRAY and engagement.arrays.count() == 1:
+            array = engagement.arrays.get()  # G1 counts an array's drives on its controller
         fields = {"engagement": engagement, "name": o["name"], "role": o["role"],
+                  "array": array,
                   "address": o["address"], "port": o["port"], "ssh_user": o["user"],
                   "jump_host": jump, "interface": o["interface"],
                   "fio_target": o["fio_target"], "use_sudo": o["sudo"]}
@@ -92,6 +106,8 @@ class Command(BaseCommand):
         self.stdout.write(f"host key pinned: {node.host_key_fingerprint} "
                           f"({node.host_key.split()[0]})")
         self.stdout.write(f"credential: {credential.name} (stored encrypted)")
+        if node.array is not None:
+            self.stdout.write(f"array: {node.array.serial}")
 
     def secret(self, key_file: Path, passphrase_env: str | None) -> tuple[str, str | None]:
         """The private key text and passphrase, checked to open; errors never show either."""
