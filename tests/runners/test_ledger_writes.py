@@ -1,6 +1,6 @@
 """A node's probes cost the ledger few writes: a probe that ends before the first live flush
 writes no output chunk (its whole output is stored once, with the run), and a node job's
-heartbeat is written at most every few seconds, not after every step."""
+writes are each fenced on its lease and few per probe."""
 
 import pytest
 from django.db import connection
@@ -12,7 +12,7 @@ from runners.models import GateRun, NodeJob
 pytestmark = pytest.mark.slow
 
 
-def test_a_quick_three_probe_node_job_writes_no_chunk_and_one_heartbeat(lab, monkeypatch):
+def test_a_quick_three_probe_node_job_writes_no_chunk_and_few_fenced_job_writes(lab, monkeypatch):
     engagement, _ = lab("healthy")
     monkeypatch.setattr(execution, "gate_run_finish_if_complete", lambda **_: None)
     monkeypatch.setattr(live, "FLUSH_SECONDS", 60.0)  # the stand-ins answer well within it
@@ -28,8 +28,12 @@ def test_a_quick_three_probe_node_job_writes_no_chunk_and_one_heartbeat(lab, mon
         ("fio_seqread", "parsed"), ("link_speed", "parsed"), ("vllm_bench_serve", "parsed")]
     sql = [q["sql"] for q in queries.captured_queries]
     assert not [s for s in sql if "runners_outputchunk" in s]
-    heartbeats = [s for s in sql if s.startswith('UPDATE "runners_nodejob" SET "heartbeat_at"')]
-    assert len(heartbeats) == 1
+    # Every write to the job is fenced on its lease (issue 15: each probe start, flush and
+    # result save checks the job is still this worker's), and they stay few per probe.
+    job_writes = [s for s in sql if s.startswith('UPDATE "runners_nodejob"')]
+    fenced = [s for s in job_writes if '"runners_nodejob"."lease" =' in s.split("WHERE", 1)[-1]]
+    assert len(job_writes) - len(fenced) == 1  # only the claim, which writes the lease
+    assert len(job_writes) <= 3 + 5 * 3, len(job_writes)  # claim, start, end; ≤ 5 a probe
     # every byte is still kept, with its hash, on the run itself
     fio = run.probe_runs.get(probe="fio_seqread")
     assert fio.stdout_size == len(fio.raw()) > 1000 and len(fio.stdout_sha256) == 64
