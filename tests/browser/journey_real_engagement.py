@@ -296,7 +296,7 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
     assert hashlib.sha256(pdf.read_bytes()).hexdigest() == report.sha256  # version 1, signed
     customer.goto(f"{url}/reports/verify/")
     customer.set_input_files("input[name=pdf]", str(pdf))
-    customer.locator("main form button[type=submit]").click()
+    customer.get_by_role("button", name="Check the signature").click()
     customer.wait_for_load_state()
     verify_text = customer.inner_text("main")
     assert "valid" in verify_text.lower() and "acme-prod" in verify_text, verify_text
