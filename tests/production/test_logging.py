@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from acceptance import logging as acceptance_logging
 from acceptance.logging import ContextFilter, json_formatter, log_context, log_context_add
 
 
@@ -22,8 +23,12 @@ def logged():
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    # Start from no ids: code an earlier test ran in this thread may have added some outside a
+    # log_context block (in-process tasks), which stay for the thread's rest.
+    token = acceptance_logging._context.set(None)
     yield logger, lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
     logger.removeHandler(handler)
+    acceptance_logging._context.reset(token)
 
 
 def test_each_record_is_one_json_object_with_the_ids_where_known(logged):
