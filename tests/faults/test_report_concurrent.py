@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.faults.harness import postgres_url  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -49,25 +50,8 @@ call_command("issue_final_report", "acme-pg", "--by", sys.argv[1])
 """
 
 
-@pytest.fixture
-def postgres_url():
-    url = os.environ.get("TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("no PostgreSQL: set TEST_POSTGRES_URL (scripts/test does)")
-    import psycopg
-
-    admin = url.replace("postgres://", "postgresql://", 1)
-    name = f"acceptance_faults_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = admin.rpartition("/")
-    yield f"{base}/{name}".replace("postgresql://", "postgres://", 1)
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def test_two_final_reports_issued_at_once_give_one_version_and_one_refusal(tmp_path,
-                                                                          postgres_url):
+def test_two_final_reports_issued_at_once_give_one_version_and_one_refusal(
+        tmp_path, postgres_url):  # noqa: F811
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
     env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), DATABASE_URL=postgres_url,
