@@ -29,7 +29,7 @@ from reports.context import (
 from reports.evidence import embedded_output
 from reports.models import Report
 from reports.render import django_language
-from runners.charts import gate_run_charts
+from runners.charts import gate_run_chart_parts
 from runners.models import GateRun
 from runners.outputs import output_bytes
 from runners.probes import PROBES
@@ -49,15 +49,21 @@ def _display_command(run) -> str:
     return spec.display(run.parameters, run.command) if spec else run.command
 
 
-def _charts(gate_run: GateRun) -> list:
+#: A chart of more nodes than this draws each series' lowest, median and highest node (its
+#: height stays put); every node's figures are one row of the appendix's node table.
+CHART_NODE_LIMIT = 16
+
+
+def _charts(gate_run: GateRun) -> tuple[list, dict[str, str]]:
+    """The section's charts and each node's figures in one line."""
     if hasattr(gate_run, "soak"):
-        return []  # a soak's time series are drawn by its own section (soak_section)
+        return [], {}  # a soak's time series are drawn by its own section (soak_section)
 
     try:
-        return gate_run_charts(gate_run)
+        return gate_run_chart_parts(gate_run, node_limit=CHART_NODE_LIMIT)
     except Exception:  # a chart is an illustration: its absence never blocks a report
         logger.exception("charts of gate run %s could not be drawn", gate_run.pk)
-        return []
+        return [], {}
 
 
 def _section(decision: Decision) -> GateSection:
@@ -82,11 +88,12 @@ def _section(decision: Decision) -> GateSection:
             sha256=run.stdout_sha256 or hashlib.sha256(raw or b"").hexdigest(),
             simulated=run.simulated, state=run.state, raw_output=raw,
         ))
+    charts, node_figures = _charts(gate_run)
     return GateSection(
         gate_code=gate.code, gate_name=gate.name, decision_outcome=decision.outcome,
         decision_sentence=decision.sentence, decided_at=decision.decided_at,
-        decided_by=decision.decided_by, criteria=criteria, charts=_charts(gate_run), runs=runs,
-        basis=decision_basis(decision))
+        decided_by=decision.decided_by, criteria=criteria, charts=charts, runs=runs,
+        basis=decision_basis(decision), node_figures=node_figures)
 
 
 def _soak_section(decisions: list[Decision]):
@@ -141,7 +148,7 @@ def report_context(decision: Decision, *, signoffs=(), version: int = 1, replace
             due_date=decision.gate.due_date, decision_outcome=section.decision_outcome,
             decision_sentence=section.decision_sentence, decided_at=section.decided_at,
             decided_by=section.decided_by, criteria=section.criteria, runs=section.runs,
-            charts=section.charts, basis=section.basis,
+            charts=section.charts, basis=section.basis, node_figures=section.node_figures,
             simulated=engagement.is_lab or any(r.simulated for r in section.runs),
             imported=decision.gate_run.origin == GateRun.Origin.IMPORTED,
             signoffs=_signoff_rows(signoffs), version=version, replaces=replaces, reason=reason,

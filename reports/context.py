@@ -110,6 +110,8 @@ class GateSection:
     runs: list[EvidenceRow] = field(default_factory=list)
     # what the decision rests on, for re-deciding it from the PDF (reports.basis); None: unknown
     basis: dict | None = None
+    # node name -> its charted figures in one line (runners.charts.node_figure_texts)
+    node_figures: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_verdicts(self.criteria)
@@ -149,6 +151,7 @@ class GateReportContext:
     # G4 soak results (time series, fault windows), filled when the soak exists; None: no soak.
     soak_section: object | None = None
     basis: dict | None = None  # of the gate report's single gate (reports.basis)
+    node_figures: dict[str, str] = field(default_factory=dict)  # of the single gate
     # the final report's business case (business.presentation); None: not shown
     business_section: dict | None = None
 
@@ -174,7 +177,8 @@ class GateReportContext:
             gate_code=self.gate_code, gate_name=self.gate_name,
             decision_outcome=self.decision_outcome, decision_sentence=self.decision_sentence,
             decided_at=self.decided_at, decided_by=self.decided_by, criteria=self.criteria,
-            charts=self.charts, runs=self.runs, basis=self.basis)]
+            charts=self.charts, runs=self.runs, basis=self.basis,
+            node_figures=self.node_figures)]
 
     def all_runs(self) -> list[EvidenceRow]:
         return [run for section in self.gate_sections() for run in section.runs]

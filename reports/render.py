@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -153,6 +154,75 @@ def _run(item: _NumberedRun) -> _RunView:
     )
 
 
+def _count_words(counter: dict[str, int]) -> str:
+    """ "128 parsed, 2 failed" (most frequent first)."""
+    return ", ".join(f"{n} {word}" for word, n in sorted(counter.items(), key=lambda i: -i[1]))
+
+
+def _exit_text(codes: list[int | None]) -> tuple[str, bool]:
+    """ "exit 0", or the statuses other than 0 with their counts; and whether all were 0."""
+    bad: dict[str, int] = {}
+    for code in codes:
+        if code != 0:
+            key = "—" if code is None else str(code)
+            bad[key] = bad.get(key, 0) + 1
+    if not bad:
+        return "exit 0", True
+    return "exit " + ", ".join(f"{c} ×{n}" for c, n in bad.items()), False
+
+
+def probe_rows(items: list[_NumberedRun]) -> list[dict]:
+    """One row per gate and probe of the appendix: how many runs on how many nodes, the
+    command (of the first run; how many other parameter sets), the tool version(s), the states
+    and exit statuses. Its length follows the probes, never the nodes."""
+    groups: dict[tuple[str, str], list[_NumberedRun]] = {}
+    for item in items:
+        groups.setdefault((item.gate, item.row.probe), []).append(item)
+    rows = []
+    for (gate, probe), members in groups.items():
+        commands = list(dict.fromkeys(m.row.command for m in members))
+        versions = list(dict.fromkeys(m.row.tool_version or "—" for m in members))
+        states: dict[str, int] = {}
+        for m in members:
+            states[m.row.state] = states.get(m.row.state, 0) + 1
+        exits, exit_ok = _exit_text([m.row.exit_code for m in members])
+        rows.append({
+            "gate": gate, "probe": probe, "runs": len(members),
+            "nodes": len({m.row.node for m in members}), "command": commands[0],
+            "other_commands": len(commands) - 1, "tool_version": " · ".join(versions[:3]),
+            "other_versions": max(0, len(versions) - 3), "states": _count_words(states),
+            "exits": exits, "exit_ok": exit_ok,
+            "simulated": any(m.row.simulated for m in members)})
+    return rows
+
+
+def node_rows(items: list[_NumberedRun], figures: dict[str, dict[str, str]]) -> list[dict]:
+    """One one-line row per gate and node of the appendix: its runs, their states and exit
+    statuses, and its charted figures (``figures``: gate → node → text)."""
+    groups: dict[tuple[str, str], list[_NumberedRun]] = {}
+    for item in items:
+        groups.setdefault((item.gate, item.row.node), []).append(item)
+    rows = []
+    for (gate, node), members in groups.items():
+        states: dict[str, int] = {}
+        for m in members:
+            states[m.row.state] = states.get(m.row.state, 0) + 1
+        exits, exit_ok = _exit_text([m.row.exit_code for m in members])
+        rows.append({
+            "gate": gate, "node": node, "runs": len(members),
+            "probes": len({m.row.probe for m in members}), "states": _count_words(states),
+            "exits": exits, "exit_ok": exit_ok,
+            "figures": figures.get(gate, {}).get(node, "") or "—",
+            "simulated": any(m.row.simulated for m in members)})
+    return sorted(rows, key=lambda r: (r["gate"], _natural(r["node"])))
+
+
+def _natural(name: str) -> tuple:
+    """lab-inference-2 before lab-inference-10 (numbers compared as numbers)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                 for p in re.split(r"(\d+)", name))
+
+
 def _verdict_summary(criteria: list[VerdictRow]) -> str:
     """ "5 criteria: 4 pass, 1 fail" in the fixed verdict order, zero counts left out."""
     words = _verdict_words()
@@ -205,7 +275,8 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
     the same page."""
     english = translation.get_language() in (None, "en", "en-us")
     sections = ctx.gate_sections()
-    runs = [_run(item) for item in numbered_runs(ctx)]
+    items = numbered_runs(ctx)
+    runs = [_run(item) for item in items]
     section_views = [_section_view(s, runs, english) for s in sections]
     first = section_views[0]
     if ctx.kind == "final":
@@ -264,6 +335,8 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
                  "ticked_at": _table_minute(b.ticked_at)} for b in ctx.bom],
         "nodes": ctx.nodes,
         "runs": runs,
+        "probe_rows": probe_rows(items),
+        "node_rows": node_rows(items, {s.gate_code: s.node_figures for s in sections}),
         "attached_runs": sum(1 for r in runs if r.attachment),
         "simulated_runs": sum(1 for r in runs if r.simulated),
         "simulated_mark": SIMULATED_MARK,

@@ -101,15 +101,22 @@ class Chart:
     legend: list[LegendItem] = field(default_factory=list)
     simulated: bool = False
     note: str = ""
+    # what it was drawn from, so that it can be redrawn summarised (summarised())
+    points: list[Point] = field(default_factory=list)
+    unit: str = ""
+    series_names: dict[str, str] = field(default_factory=dict)
+    reference_line: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True)
 class Point:
-    """One value to draw: ``group`` (a node, a round) and ``series`` (an arm, a kind)."""
+    """One value to draw: ``group`` (a node, a round) and ``series`` (an arm, a kind);
+    ``per_node``: the group is a node (a chart of many may be summarised)."""
 
     group: str
     series: str
     value: float
+    per_node: bool = False
 
 
 def nice_step(span: float, ticks: int = 4) -> float:
@@ -147,7 +154,8 @@ def bar_chart(*, key: str, title: str, unit: str, points: list[Point],
 
     chart = Chart(key=key, title=title, unit_text=unit_text, width=WIDTH, height=0,
                   plot_left=LABEL_W, plot_right=LABEL_W + PLOT_W, axis_y=0,
-                  simulated=simulated, note=note)
+                  simulated=simulated, note=note, points=list(points), unit=unit,
+                  series_names=dict(series_names), reference_line=reference)
     y = float(TOP)
     for group, members in groups.items():
         group_h = len(members) * BAR_H + (len(members) - 1) * BAR_GAP
@@ -239,7 +247,7 @@ def ttft_chart(figures: list[Figure], reference_s: float | None = None) -> Chart
         reference = (reference_s, _("R2 %(value)s") % {"value": measurement_text(reference_s,
                                                                                  "s")})
     return bar_chart(key="ttft", title=_("TTFT p50 per node"), unit="s",
-                     points=[Point(f.node, "node", f.value) for f in per_node],
+                     points=[Point(f.node, "node", f.value, True) for f in per_node],
                      series_names=names, reference=reference,
                      simulated=any(f.simulated for f in per_node),
                      # xgettext:no-python-format
@@ -259,7 +267,7 @@ def bandwidth_chart(figures: list[Figure]) -> Chart | None:
     points = []
     for f in sorted(rows, key=lambda f: (f.node == "", _node_key(f.node), f.metric)):
         if f.node:
-            points.append(Point(f.node, f.metric, f.value))
+            points.append(Point(f.node, f.metric, f.value, True))
         else:
             points.append(Point(_("all %(n)s nodes") % {"n": f.labels.get("nodes", "?")},
                                 "aggregate", f.value))
@@ -284,7 +292,7 @@ def line_efficiency_chart(figures: list[Figure], threshold: float) -> Chart | No
     points = []
     for f in sorted(rows, key=lambda f: (f.node == "", _node_key(f.node))):
         if f.node:
-            points.append(Point(f.node, "node", f.value))
+            points.append(Point(f.node, "node", f.value, True))
         else:
             points.append(Point(_("all %(n)s nodes") % {"n": f.labels.get("nodes", "?")},
                                 "aggregate", f.value))
@@ -297,11 +305,72 @@ def line_efficiency_chart(figures: list[Figure], threshold: float) -> Chart | No
 
 
 def run_charts(figures: Iterable[Figure], *, line_threshold: float,
-               ttft_reference_s: float | None = None) -> list[Chart]:
+               ttft_reference_s: float | None = None,
+               node_limit: int | None = None) -> list[Chart]:
+    """The run's charts; with ``node_limit``, a chart of more nodes than that draws each
+    series' lowest, median and highest node instead of one bar per node (:func:`summarised`),
+    so its height does not grow with the nodes (the report's node table lists each node)."""
     figures = list(figures)
     charts = [ttft_chart(figures, ttft_reference_s), bandwidth_chart(figures),
               line_efficiency_chart(figures, line_threshold)]
-    return [c for c in charts if c is not None]
+    return [summarised(c, node_limit) for c in charts if c is not None]
+
+
+def summarised(chart: Chart, node_limit: int | None) -> Chart:
+    """``chart`` as it is when it has at most ``node_limit`` nodes (or no limit); else the
+    same chart redrawn from each series' lowest, median and highest node value (the median of
+    an even count is the mean of the middle two), the other bars (aggregates) kept."""
+    nodes = {p.group for p in chart.points if p.per_node}
+    if node_limit is None or len(nodes) <= node_limit:
+        return chart
+    values: dict[str, list[float]] = {}
+    for p in chart.points:
+        if p.per_node:
+            values.setdefault(p.series, []).append(p.value)
+    points = []
+    for word, pick in ((_("lowest"), min), (_("median"), _median), (_("highest"), max)):
+        points += [Point(word, series, pick(vals)) for series, vals in values.items()]
+    note = _("%(n)d nodes: each series' lowest, median and highest node value is drawn; "
+             "every node's figures are in the node table.") % {"n": len(nodes)}
+    return bar_chart(key=chart.key, title=chart.title, unit=chart.unit,
+                     points=points + [p for p in chart.points if not p.per_node],
+                     series_names=chart.series_names, reference=chart.reference_line,
+                     simulated=chart.simulated, note=f"{chart.note} {note}".strip())
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def node_figure_texts(figures: Iterable[Figure]) -> dict[str, str]:
+    """Per node, its charted figures in one short line ("TTFT p50 17.50 s · read 11.00 GB/s ·
+    line 88.0 %"): a figure measured more than once on the node shows its range. Rounds of
+    G3's interleaved comparison (``arm`` labels) and aggregates are left out."""
+    found: dict[str, dict[str, list[Figure]]] = {}
+    for f in figures:
+        if f.node and _measured_pass(f) and not f.labels.get("arm") and f.metric in _SHORT:
+            found.setdefault(f.node, {}).setdefault(f.metric, []).append(f)
+    texts = {}
+    for node, metrics in found.items():
+        parts = []
+        for metric, short in _SHORT.items():
+            rows = metrics.get(metric)
+            if not rows:
+                continue
+            low, high = min(r.value for r in rows), max(r.value for r in rows)
+            value = chart_value_text(low, rows[0].unit)
+            if high != low:
+                value += f" – {chart_value_text(high, rows[0].unit)}"
+            parts.append(f"{short()} {value}")
+        texts[node] = " · ".join(parts)
+    return texts
+
+
+_SHORT = {"ttft_p50": lambda: _("TTFT p50"), "read_bandwidth": lambda: _("read"),
+          "rx_bandwidth": lambda: _("read-back"), "line_efficiency": lambda: _("line"),
+          "link_speed": lambda: _("link")}
 
 
 # The metrics the charts above draw: a run's other measurements (smart logs, per-job fio
@@ -314,6 +383,14 @@ def gate_run_charts(gate_run: GateRun) -> list[Chart]:
     """The charts of ``gate_run``'s evidence (its own and what a per-node re-run carries),
     drawn against the gate's own criteria: the line-efficiency threshold and the TTFT
     reference (R2 by default when the gate judges TTFT p50 without one)."""
+    return gate_run_chart_parts(gate_run)[0]
+
+
+def gate_run_chart_parts(gate_run: GateRun, *, node_limit: int | None = None,
+                         ) -> tuple[list[Chart], dict[str, str]]:
+    """``(charts, node texts)`` of ``gate_run`` from one read of its charted figures: the
+    charts as :func:`gate_run_charts` draws them (summarised above ``node_limit`` nodes) and
+    each node's figures in one line (:func:`node_figure_texts`)."""
     threshold = LINE_EFFICIENCY_MIN
     reference_s = None
     criteria = list(gate_run.gate.criteria.all())
@@ -333,7 +410,9 @@ def gate_run_charts(gate_run: GateRun) -> list[Chart]:
         for m in gate_run.evidence_measurements().filter(metric__in=CHARTED_METRICS)
         .select_related("node").order_by("metric", "node__name", "id")
     ]
-    return run_charts(figures, line_threshold=threshold, ttft_reference_s=reference_s)
+    charts = run_charts(figures, line_threshold=threshold, ttft_reference_s=reference_s,
+                        node_limit=node_limit)
+    return charts, node_figure_texts(figures)
 
 
 def _round_key(text: str) -> tuple[int, str]:
