@@ -27,7 +27,8 @@ Figures (one JSON line each: ``{"name", "value", "unit", "anchor", "ratio", …}
 Owns PostgreSQL ``bench_report_scale_<pid>`` (``benchmarks/_own.py``; no Redis: in-process).
 
 Run: ``.venv/bin/python benchmarks/report_scale.py [--nodes 8 128] [--runs 3] [--profile FILE]
-[--keep DIR]`` (``--profile``: cProfile of one timed pass at the largest N, for ``pstats``).
+[--keep DIR] [--phases]`` (``--profile``: cProfile of one timed pass at the largest N, for
+``pstats``; ``--phases``: the CPU time of each part of the report, on stderr).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[8, 128])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", help="write a cProfile of one pass at the largest N here")
+    parser.add_argument("--phases", action="store_true",
+                        help="print the CPU time of each part of the report (stderr)")
     parser.add_argument("--keep", help="copy each size's signed report into this directory")
     args = parser.parse_args()
     owned = own("report_scale", postgres=True)
@@ -113,6 +116,33 @@ def _timed(gate_run) -> dict:
         report = report_issue(decision=decision)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {"wall": wall, "cpu": cpu, "queries": len(queries), "report": report}
+
+
+def _phases(gate_run) -> dict[str, float]:
+    """CPU seconds of each part of the report of ``gate_run``'s decision, done once more
+    outside the service's transaction: its context (queries), the HTML, WeasyPrint's layout,
+    the PDF with its attachments, signing, verifying the signed file."""
+    from weasyprint import HTML
+
+    from reports.assembly import report_context
+    from reports.render import _attachments, render_gate_report_html, render_html_pdf
+    from reports.signing import sign_pdf, verify_pdf
+
+    out, clock = {}, time.process_time
+    t = clock()
+    ctx = report_context(gate_run.decision)
+    out["context"], t = clock() - t, clock()
+    html = render_gate_report_html(ctx)
+    out["html"], t = clock() - t, clock()
+    HTML(string=html).render()
+    out["layout"], t = clock() - t, clock()
+    pdf = render_html_pdf(html, attachments=_attachments(ctx))
+    out["layout_and_pdf"], t = clock() - t, clock()
+    signed = sign_pdf(pdf, reason="benchmark")
+    out["sign"], t = clock() - t, clock()
+    verify_pdf(signed)
+    out["verify"] = clock() - t
+    return {k: round(v, 3) for k, v in out.items()}
 
 
 def _pages(path: str) -> int:
@@ -172,6 +202,8 @@ def measure(args) -> None:
         }
         print(f"# {n} nodes: {results[n]['probe_runs']} probe runs, walls {results[n]['walls']},"
               f" load average {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+        if args.phases:
+            print(f"# {n} nodes, CPU s by part: {_phases(run)}", file=sys.stderr, flush=True)
     smallest = min(results)
     base = results[smallest]
     for n, r in sorted(results.items()):

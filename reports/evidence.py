@@ -116,6 +116,30 @@ def embedded_digests(data: bytes) -> dict[str, tuple[str, int]]:
         raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
 
 
+def _digests_and_summary(data: bytes) -> tuple[dict[str, tuple[str, int]], bytes | None]:
+    """:func:`embedded_digests` and the summary's bytes from one read of the PDF (the summary
+    is hashed as it is kept; every other file only hashed). Raises ValueError as they do."""
+    try:
+        found: dict[str, tuple[str, int]] = {}
+        summary = None
+        for name, stream in _embedded_streams(data):
+            digest, size, kept = hashlib.sha256(), 0, []
+            for block in _decoded_blocks(stream):
+                digest.update(block)
+                size += len(block)
+                if name == SUMMARY_NAME:
+                    kept.append(block)
+            entry = (digest.hexdigest(), size)
+            if name in found and found[name] != entry:
+                found[name + " (duplicate name, differing contents)"] = found[name]
+            found[name] = entry
+            if name == SUMMARY_NAME:
+                summary = b"".join(kept)  # the newest revision's, as embedded_files keeps
+        return found, summary
+    except _READ_ERRORS as e:
+        raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
+
+
 def embedded_files(data: bytes, only: set[str] | None = None) -> dict[str, bytes]:
     """The PDF's embedded files by name (the newest revision's), each read whole: ``only``
     those names when given (the summary). Raises ValueError when the PDF cannot be read."""
@@ -153,8 +177,7 @@ def embedded_output(paths, sha256: str) -> bytes | None:
 def evidence_check(data: bytes) -> EvidenceCheck:
     """Compare every run the embedded summary lists with its embedded raw output. Never raises."""
     try:
-        files = embedded_digests(data)
-        raw = embedded_files(data, only={SUMMARY_NAME}).get(SUMMARY_NAME)
+        files, raw = _digests_and_summary(data)
     except ValueError as e:
         return EvidenceCheck(False, str(e))
     if raw is None:

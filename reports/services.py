@@ -52,6 +52,7 @@ from reports.context import GateReportContext
 from reports.evidence import SUMMARY_NAME, embedded_files
 from reports.models import CustomerCertificate, Report, ReportDownload, SignOff
 from reports.render import render_gate_report_pdf
+from reports.signer import service_signer
 from reports.signing import CustomerTrust, VerificationResult, sign_pdf, verify_pdf
 from reports.storage import (
     ReportNotWritten,
@@ -94,7 +95,7 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
              else f"final acceptance report: {context.decision_outcome}")
     pdf = render_gate_report_pdf(context)
     signing_started = time.monotonic()
-    signed = sign_pdf(pdf, reason=f"{label} (v{version})")
+    signed = sign_pdf(pdf, signer=service_signer(), reason=f"{label} (v{version})")
     signing_seconds = time.monotonic() - signing_started
     check = verify_pdf(signed)
     if not check.valid:

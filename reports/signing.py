@@ -203,6 +203,18 @@ def _settings_value(name: str, default: object) -> object:
     return getattr(settings, name, default)
 
 
+def signer_source(pkcs12_path, passphrase, signing_dir) -> tuple[Path | str, bytes | None]:
+    """The PKCS#12 file and passphrase ``load_signer`` reads (see there)."""
+    configured = str(_settings_value("REPORT_SIGNING_PKCS12", "") or "")
+    if pkcs12_path is None and configured:
+        pkcs12_path, passphrase = configured, _settings_value("REPORT_SIGNING_PASSPHRASE", "")
+    elif pkcs12_path is None:
+        dev_dir = signing_dir or Path(str(_settings_value("SIGNING_DIR", "")))
+        pkcs12_path, passphrase = ensure_dev_signer(dev_dir)
+    return pkcs12_path, (str(passphrase or "").encode() if isinstance(passphrase, str | None)
+                         else passphrase)
+
+
 def load_signer(
     *,
     pkcs12_path: Path | str | None = None,
@@ -212,16 +224,7 @@ def load_signer(
     """The pyHanko ``SimpleSigner``: an explicit PKCS#12, else settings, else the dev signer."""
     from pyhanko.sign import signers
 
-    if pkcs12_path is None:
-        configured = str(_settings_value("REPORT_SIGNING_PKCS12", "") or "")
-        if configured:
-            pkcs12_path = configured
-            passphrase = str(_settings_value("REPORT_SIGNING_PASSPHRASE", "") or "")
-        else:
-            dev_dir = signing_dir or Path(str(_settings_value("SIGNING_DIR", "")))
-            pkcs12_path, passphrase = ensure_dev_signer(dev_dir)
-    if isinstance(passphrase, str):
-        passphrase = passphrase.encode()
+    pkcs12_path, passphrase = signer_source(pkcs12_path, passphrase, signing_dir)
     try:
         data = Path(pkcs12_path).read_bytes()
     except OSError as e:
