@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gates.models import Decision
 from gates.services import array_drive_plans, node_array_line_rates
+from runners.models import Measurement
 
 #: The version of the re-decision data; ``acceptance_core.redecide`` refuses other versions.
 BASIS_SCHEMA = "acceptance-redecide/1"
@@ -47,12 +48,19 @@ def decision_basis(decision: Decision) -> dict:
     runs = []
     probe_runs = gate_run.evidence_probe_runs().select_related("node").order_by("started_at",
                                                                                "id")
-    for run in probe_runs.prefetch_related("measurements__node"):
+    # each run's read measurements in one query of plain rows (5000 at 128 nodes)
+    read: dict[int, list[dict]] = {}
+    for run_id, metric, value, unit, labels, node in Measurement.objects.filter(
+            probe_run__in=probe_runs, derived=False).order_by("id").values_list(
+            "probe_run_id", "metric", "value", "unit", "labels", "node__name"):
+        read.setdefault(run_id, []).append({"metric": metric, "value": value, "unit": unit,
+                                            "labels": dict(labels), "node": node or ""})
+    for run in probe_runs:
         runs.append({
             "sha256": run.stdout_sha256, "node": run.node.name if run.node else "",
             "probe": run.probe, "parser": run.parser, "parser_version": run.parser_version,
             "state": run.state, "labels": dict(run.labels),
-            "measurements": [_measurement(m) for m in run.measurements.all() if not m.derived],
+            "measurements": read.get(run.id, []),
         })
     unrun = gate_run.evidence_measurements().filter(derived=False, probe_run__isnull=True)
     derived = gate_run.measurements.filter(derived=True)

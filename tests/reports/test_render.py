@@ -1,8 +1,10 @@
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from reports.evidence import SUMMARY_NAME, embedded_digests, embedded_files
 from reports.render import SIMULATED_MARK, render_gate_report_html, render_gate_report_pdf
 from tests.reports.conftest import page_count, pdftotext
 from tests.reports.samples import G1_DECISION, g1_stopped, g2_passed_zh
@@ -63,10 +65,23 @@ def test_it_leaves_the_mark_off_real_evidence(tmp_path: Path):
     assert "SIMULATED" not in pdftotext(path)
 
 
-def test_it_lists_every_run_with_its_sha256_in_the_appendix(g1_file: Path):
-    text = re.sub(r"\s+", "", pdftotext(g1_file))  # sha256 values wrap inside their cell
-    for run in g1_stopped().runs:
-        assert run.sha256 in text
+def test_it_lists_each_probe_and_node_in_the_appendix_and_each_sha256_in_the_summary(
+        g1_pdf: bytes, g1_file: Path):
+    # pages hold one row per probe and one line per node; each run's sha256 is in the
+    # embedded summary and its attachment hashes to it (a page per run would grow per node)
+    appendix = pdftotext(g1_file)
+    appendix = appendix[appendix.index("Appendix A"):]
+    runs = g1_stopped().runs
+    for probe in {run.probe for run in runs}:
+        assert probe in appendix
+    node_lines = [line for line in appendix.splitlines()
+                  if line.split() and line.split()[0] in {run.node for run in runs}]
+    assert sorted(line.split()[0] for line in node_lines) == sorted({run.node for run in runs})
+    summary = json.loads(embedded_files(g1_pdf, only={SUMMARY_NAME})[SUMMARY_NAME])
+    digests = embedded_digests(g1_pdf)
+    assert [entry["sha256"] for entry in summary["runs"]] == [run.sha256 for run in runs]
+    for entry in summary["runs"]:
+        assert digests[entry["attachment"]][0] == entry["sha256"]
 
 
 def test_it_keeps_the_template_free_of_external_urls():
