@@ -254,8 +254,10 @@ def node_lines(rows: list[dict], final: bool) -> list[dict]:
 
 
 def inventory_lines(nodes: list) -> list[str]:
-    """The inventory (name, role, address, pinned host key) as one aligned line per node."""
-    cells = [[n.name, n.role, n.address, n.host_key_fingerprint] for n in nodes]
+    """The inventory (name, role, address, pinned host key) as one aligned line per node, in
+    natural order (lab-inference-2 before lab-inference-10)."""
+    cells = [[n.name, n.role, n.address, n.host_key_fingerprint]
+             for n in sorted(nodes, key=lambda n: _natural(n.name))]
     return text_lines(cells, [28, 18, 21]) if cells else []
 
 
