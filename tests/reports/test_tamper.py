@@ -62,14 +62,19 @@ def test_the_evidence_extracts_with_pypdf_and_hashes_to_the_summary(signed_g1_pd
     assert evidence_check(signed_g1_pdf).ok
 
 
-def test_the_printed_appendix_names_each_attachment_with_its_sha256(signed_g1_pdf, tmp_path):
+def test_the_printed_appendix_names_the_attachments_and_each_probe_and_node(signed_g1_pdf,
+                                                                             tmp_path):
+    # the sha256 of each run is in the embedded summary (checked above); the pages say where
+    # the attachments are and list each probe and node once, so they do not grow per node
     path = tmp_path / "g1.pdf"
     path.write_bytes(signed_g1_pdf)
     text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True,
-                          check=True).stdout.replace("\n", "")
+                          check=True).stdout.replace("\n", " ")
+    assert "evidence/NNN-NODE-PROBE.out" in text and SUMMARY_NAME in text
     summary = json.loads(PdfReader(io.BytesIO(signed_g1_pdf)).attachments[SUMMARY_NAME][0])
+    appendix = text[text.index("Appendix A"):]
     for entry in summary["runs"]:
-        assert entry["sha256"] in text.replace(" ", "")
+        assert entry["probe"] in appendix and entry["node"] in appendix
 
 
 # --- tamper cases ------------------------------------------------------------------------------
