@@ -35,7 +35,8 @@ Schema (every value plain JSON)::
             "arms": {ARM: {"median_ttft_ms": [float, ...], "output_throughput": [float, ...],
                            "external_hit_ratio": float}}},
      "rdma": {"device": str, "port": int, "array_port_readback": float,
-              "rx_bandwidth": float | None},
+              "rx_bandwidth": float | None, "planned_nodes": int | None,
+              "min_overlap_s": float, "first_read_delay_s": float},
      "mounts": {str: str},
      "per_node": {str(int): {section: {...}}}}
 
@@ -91,7 +92,11 @@ counter ``/sys/class/infiniband/DEV/ports/PORT/counters/port_rcv_data`` the ``ca
 simulates (4-byte words, growing at the node's read-back rate). ``array_port_readback`` is
 what the array's port delivers in all (B/s) when the nodes read back together; ``lab up``
 gives each of N nodes ``array_port_readback ÷ N`` as its ``rx_bandwidth`` unless that is set
-(``null``: the whole figure on one node).
+(``null``: the whole figure on one node). ``planned_nodes`` is the read-back's planned node
+count (``null``: every inference node of the lab) and ``min_overlap_s`` the shortest overlap
+window that counts, both written into the lab's G3 plan; ``first_read_delay_s`` makes the
+``cat`` stand-in answer the first counter read of each lab-up that many seconds late (a node
+that starts reading late: a staggered read-back).
 ``mounts`` — mount point → source device as ``findmnt`` reports it on the inference node (the
 G3 cache-flush guard checks the cache directory is on the expected device).
 ``per_node`` — overrides merged into inference node *i*'s scenario only (``lab up --nodes N``,
@@ -214,6 +219,11 @@ def _healthy() -> dict:
             # 11.0e9 / 12.5e9 = 88 % of the array port's line rate, shared by the nodes.
             "array_port_readback": 11.0e9,
             "rx_bandwidth": None,
+            # The plan's read-back: null plans every inference node of the lab; the lab's
+            # passes last seconds, so the shortest overlap that counts is 1 s (a site: 60 s).
+            "planned_nodes": None,
+            "min_overlap_s": 1.0,
+            "first_read_delay_s": 0.0,
         },
         # RUNBOOK §4.1: the array's cache filesystem on /mnt/fx, the baseline's on the local
         # PCIe NVMe.
@@ -340,6 +350,20 @@ SCENARIOS: dict[str, dict] = {
         "rank: with TP = 8 the host-memory tier is 549.8 GB and holds R2's 487.6 GB working "
         "set, so hits may come from DRAM. G3 is an error (invalid arms), not a pass.",
         kv={"host_tier_gb": 64},
+    ),
+    "staggered-readback": _variant(
+        "staggered-readback",
+        "The kv-gain figures, but the nodes' read-back windows do not overlap enough: each "
+        "node's first counter read comes 3 s late, so (with nodes run one after another, or "
+        "started apart) the window where all of them read is shorter than the plan's 4 s or "
+        "empty. The aggregate cannot count: G3 is an error naming the overlap's length.",
+        rdma={"first_read_delay_s": 3.0, "min_overlap_s": 4.0},
+    ),
+    "readback-too-few-nodes": _variant(
+        "readback-too-few-nodes",
+        "The kv-gain figures, but the plan's read-back wants 8 nodes sharing the array and the "
+        "lab has fewer: G3 is an error naming the counts, never a pass on fewer nodes.",
+        rdma={"planned_nodes": 8},
     ),
     "unstable-rounds": _variant(
         "unstable-rounds",
