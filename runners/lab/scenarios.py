@@ -36,7 +36,8 @@ Schema (every value plain JSON)::
                            "external_hit_ratio": float}}},
      "rdma": {"device": str, "port": int, "array_port_readback": float,
               "rx_bandwidth": float | None, "planned_nodes": int | None,
-              "min_overlap_s": float, "first_read_delay_s": float},
+              "min_overlap_s": float, "readback_pass_s": float, "stagger_s": float,
+              "first_read_delay_s": float},
      "mounts": {str: str},
      "per_node": {str(int): {section: {...}}}}
 
@@ -94,9 +95,11 @@ what the array's port delivers in all (B/s) when the nodes read back together; `
 gives each of N nodes ``array_port_readback ÷ N`` as its ``rx_bandwidth`` unless that is set
 (``null``: the whole figure on one node). ``planned_nodes`` is the read-back's planned node
 count (``null``: every inference node of the lab) and ``min_overlap_s`` the shortest overlap
-window that counts, both written into the lab's G3 plan; ``first_read_delay_s`` makes the
-``cat`` stand-in answer the first counter read of each lab-up that many seconds late (a node
-that starts reading late: a staggered read-back).
+window that counts, both written into the lab's G3 plan; ``readback_pass_s`` is how long the
+``vllm`` stand-in's measured read-back pass lasts in real seconds (the window the counter is
+sampled over); ``first_read_delay_s`` makes the ``cat`` stand-in answer the first counter read
+after ``lab up`` that many seconds late (a node that starts reading late), and ``stagger_s``
+sets it to (i − 1) × ``stagger_s`` on node *i* (a staggered read-back).
 ``mounts`` — mount point → source device as ``findmnt`` reports it on the inference node (the
 G3 cache-flush guard checks the cache directory is on the expected device).
 ``per_node`` — overrides merged into inference node *i*'s scenario only (``lab up --nodes N``,
@@ -222,7 +225,9 @@ def _healthy() -> dict:
             # The plan's read-back: null plans every inference node of the lab; the lab's
             # passes last seconds, so the shortest overlap that counts is 1 s (a site: 60 s).
             "planned_nodes": None,
-            "min_overlap_s": 1.0,
+            "min_overlap_s": 2.0,
+            "readback_pass_s": 3.0,
+            "stagger_s": 0.0,
             "first_read_delay_s": 0.0,
         },
         # RUNBOOK §4.1: the array's cache filesystem on /mnt/fx, the baseline's on the local
@@ -353,11 +358,11 @@ SCENARIOS: dict[str, dict] = {
     ),
     "staggered-readback": _variant(
         "staggered-readback",
-        "The kv-gain figures, but the nodes' read-back windows do not overlap enough: each "
-        "node's first counter read comes 3 s late, so (with nodes run one after another, or "
-        "started apart) the window where all of them read is shorter than the plan's 4 s or "
-        "empty. The aggregate cannot count: G3 is an error naming the overlap's length.",
-        rdma={"first_read_delay_s": 3.0, "min_overlap_s": 4.0},
+        "The kv-gain figures, but the nodes start reading apart: node i's first counter read "
+        "comes (i − 1) × 2 s late, so with nodes started together the window where all of them "
+        "read is shorter than the plan's 2 s (3 s passes) or, from 3 nodes on, empty. The "
+        "aggregate cannot count: G3 is an error naming the overlap's length.",
+        rdma={"stagger_s": 2.0},
     ),
     "readback-too-few-nodes": _variant(
         "readback-too-few-nodes",
@@ -459,4 +464,8 @@ def node_scenario(figures: dict, index: int, count: int) -> dict:
     _merge(data, own)
     if data["rdma"].get("rx_bandwidth") is None:
         data["rdma"]["rx_bandwidth"] = data["rdma"]["array_port_readback"] / count
+    if index >= 1 and not own.get("rdma", {}).get("first_read_delay_s"):
+        # a staggered read-back: node i starts reading (i − 1) × stagger_s late
+        data["rdma"]["first_read_delay_s"] = (index - 1) * float(
+            data["rdma"].get("stagger_s") or 0.0)
     return data

@@ -256,7 +256,7 @@ sample() {
 }
 if [ "$action" = start ]; then
   mkdir -p -- "$dir" || exit $?
-  [ -r "$file" ] || { echo "cannot read $file" >&2; exit 2; }
+  cat -- "$file" >/dev/null || { echo "cannot read $file" >&2; exit 2; }
   : > "$series" || exit $?
   printf 'clock time=%s\n' "$(date +%s.%N)"
   ( n=0; while [ "$n" -lt "$most" ]; do sample || exit 1; n=$((n + 1)); sleep 1; done ) \
