@@ -360,7 +360,7 @@ SCENARIOS: dict[str, dict] = {
         "staggered-readback",
         "The kv-gain figures, but the nodes start reading apart: node i's first counter read "
         "comes (i − 1) × 2 s late, so with nodes started together the window where all of them "
-        "read is shorter than the plan's 2 s (3 s passes) or, from 3 nodes on, empty. The "
+        "read is shorter than the plan's 2 s (the passes last 3 s) or empty. The "
         "aggregate cannot count: G3 is an error naming the overlap's length.",
         rdma={"stagger_s": 2.0},
     ),
