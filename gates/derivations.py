@@ -18,6 +18,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from gates.evaluation import Sample, at_least, at_most
 
@@ -421,13 +422,24 @@ def readback_windows(samples: list[Sample]) -> tuple[dict[str, NodeWindow], list
         if len(points) < 2:
             problems.append(f"{node}: {len(points)} counter sample(s), at least 2 needed")
             continue
-        sent = float(clock.labels["service_sent"])
-        received = float(clock.labels["service_received"])
+        try:
+            sent = float(clock.labels["service_sent"])
+            received = float(clock.labels["service_received"])
+        except (KeyError, ValueError):
+            problems.append(f"{node}: the service's clock around its clock reading was not "
+                            f"recorded (evidence not collected over the service's SSH), so "
+                            f"its skew is unknown")
+            continue
         skew = clock.value - (sent + received) / 2
         aligned = sorted((float(p.labels["time"]) - skew, p.value) for p in points)
         windows[node] = NodeWindow(node, skew, received - sent, tuple(aligned),
                                    (clock.id, *(p.id for p in points)))
     return windows, problems
+
+
+def _utc(when: float) -> str:
+    """An instant on the service's clock as people read it (UTC, milliseconds)."""
+    return datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _skews(windows: list[NodeWindow]) -> str:
@@ -449,8 +461,10 @@ def derive_readback(samples: list[Sample], arrays: Mapping[str, tuple[str, float
     array are left out. ``plan`` (default :class:`ReadbackPlan`): fewer nodes than planned, a
     node whose samples cannot be aligned, no overlap or an overlap shorter than
     ``min_overlap_s`` make the figures ``invalid`` with a reason naming the counts or the
-    length (never a pass). Labels name the window: ``window_start`` / ``window_end`` (service
-    epoch seconds), ``window_s``, ``clock_skew`` per node, ``nodes`` and ``planned_nodes``.
+    length (never a pass). Labels name the window: ``window_start`` / ``window_end`` (on the
+    service's clock, UTC), ``window_s``, ``clock_skew`` per node (with ± half its SSH round
+    trip), ``nodes``, ``planned_nodes``, and ``detail``, all of it in one sentence that the
+    verdict's explanation carries into the report and the run page.
     """
     plan = plan or ReadbackPlan()
     windows, problems = readback_windows(samples)
@@ -465,9 +479,13 @@ def derive_readback(samples: list[Sample], arrays: Mapping[str, tuple[str, float
         length = end - start
         labels = {"scope": "aggregate", "array": array, "nodes": str(len(chosen)),
                   "planned_nodes": str(plan.planned_nodes),
-                  "array_line_rate": f"{line_rate:.0f}", "window_start": f"{start:.3f}",
-                  "window_end": f"{end:.3f}", "window_s": f"{length:.3f}",
+                  "array_line_rate": f"{line_rate:.0f}", "window_start": _utc(start),
+                  "window_end": _utc(end), "window_s": f"{length:.3f}",
                   "clock_skew": _skews(chosen)}
+        labels["detail"] = (f"over the window where all {len(chosen)} nodes read, "
+                            f"{labels['window_start']} → {labels['window_end']} "
+                            f"({length:.1f} s; {plan.planned_nodes} planned); clock skew "
+                            f"{labels['clock_skew']}")
         reasons = list(broken)
         if len(chosen) < plan.planned_nodes:
             reasons.append(f"{len(chosen)} of the {plan.planned_nodes} planned nodes read back "

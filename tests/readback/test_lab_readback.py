@@ -4,6 +4,7 @@ every second with the node's clock, parsed, aligned with the skew, derived over 
 and evaluated — here without workers (tasks run in-process, one node after another)."""
 
 import io
+from datetime import datetime
 
 import pytest
 from django.core.management import call_command
@@ -45,8 +46,13 @@ def test_one_planned_node_reads_back_over_its_own_sampled_window(transactional_d
     assert eff.value == pytest.approx(11.0e9 / 12.5e9, rel=0.01)
     assert eff.labels["nodes"] == eff.labels["planned_nodes"] == "1"
     assert 2.0 <= float(eff.labels["window_s"]) < 10
-    assert float(eff.labels["window_end"]) - float(eff.labels["window_start"]) == \
-        pytest.approx(float(eff.labels["window_s"]), abs=2e-3)
+    start, end = (datetime.fromisoformat(eff.labels[k]) for k in ("window_start", "window_end"))
+    assert (end - start).total_seconds() == pytest.approx(float(eff.labels["window_s"]),
+                                                          abs=2e-3)
+    verdict = eff.verdicts.get()
+    assert (f"over the window where all 1 nodes read, {eff.labels['window_start']} → "
+            f"{eff.labels['window_end']}") in verdict.explanation
+    assert "clock skew lab-inference-1 " in verdict.explanation
     assert eff.labels["clock_skew"].startswith("lab-inference-1 ")
     counters = eff.inputs.filter(metric="rdma_counter")
     assert counters.count() >= 4  # one a second over ≥ 3 s, and the last at the stop

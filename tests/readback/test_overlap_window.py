@@ -143,3 +143,14 @@ def test_the_series_parser_refuses_what_is_not_a_series(raw, message):
     with pytest.raises(ParseError) as error:
         rdma_series.parse(raw)
     assert message in str(error.value)
+
+
+def test_a_clock_reading_without_the_service_clock_around_it_cannot_be_aligned():
+    # evidence imported from a bundle: the node printed its clock, no service stamped it
+    data = [s if s.metric != "node_clock" or s.node != "a" else Sample(
+        s.id, s.metric, s.value, s.unit, {"phase": "readback"}, s.node)
+        for s in samples_of({"a": (1000.0, 20, 4e9, 0.0), "b": (1000.0, 20, 4e9, 0.0)})]
+    total = aggregate(derive_readback(data, arrays("a", "b"), ReadbackPlan(2, 10)),
+                      "rx_bandwidth")
+    assert total.labels["invalid"].startswith(
+        "a: the service's clock around its clock reading was not recorded")
