@@ -18,7 +18,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from gates.evaluation import Sample, at_least, at_most
 
@@ -370,11 +370,12 @@ class ReadbackPlan:
 @dataclass(frozen=True)
 class NodeWindow:
     """One node's read-back as the service's clock sees it: its clock skew (node − service,
-    measured at the SSH round trip ``round_trip`` of the sampler's start) and its counter
-    series ``points`` (service time, bytes received) in time order."""
+    measured at the SSH round trip ``round_trip`` of the sampler's start; None when no
+    service stamped it, and ``points`` are on the node's own clock) and its counter series
+    ``points`` (service time, bytes received) in time order."""
 
     node: str
-    skew: float
+    skew: float | None  # None: unknown (no service clock around the reading: a bundle)
     round_trip: float
     points: tuple[tuple[float, float], ...]
     ids: tuple[int, ...]
@@ -425,13 +426,11 @@ def readback_windows(samples: list[Sample]) -> tuple[dict[str, NodeWindow], list
         try:
             sent = float(clock.labels["service_sent"])
             received = float(clock.labels["service_received"])
-        except (KeyError, ValueError):
-            problems.append(f"{node}: the service's clock around its clock reading was not "
-                            f"recorded (evidence not collected over the service's SSH), so "
-                            f"its skew is unknown")
-            continue
-        skew = clock.value - (sent + received) / 2
-        aligned = sorted((float(p.labels["time"]) - skew, p.value) for p in points)
+            skew: float | None = clock.value - (sent + received) / 2
+        except (KeyError, ValueError):  # collected without the service (a bundle): unknown
+            sent = received = 0.0
+            skew = None
+        aligned = sorted((float(p.labels["time"]) - (skew or 0.0), p.value) for p in points)
         windows[node] = NodeWindow(node, skew, received - sent, tuple(aligned),
                                    (clock.id, *(p.id for p in points)))
     return windows, problems
@@ -439,11 +438,12 @@ def readback_windows(samples: list[Sample]) -> tuple[dict[str, NodeWindow], list
 
 def _utc(when: float) -> str:
     """An instant on the service's clock as people read it (UTC, milliseconds)."""
-    return datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds")
 
 
 def _skews(windows: list[NodeWindow]) -> str:
-    return ", ".join(f"{w.node} {w.skew:+.3f} s (±{w.round_trip / 2:.3f})" for w in windows)
+    return ", ".join(f"{w.node} unknown" if w.skew is None else
+                     f"{w.node} {w.skew:+.3f} s (±{w.round_trip / 2:.3f})" for w in windows)
 
 
 def derive_readback(samples: list[Sample], arrays: Mapping[str, tuple[str, float]],
@@ -487,6 +487,11 @@ def derive_readback(samples: list[Sample], arrays: Mapping[str, tuple[str, float
                             f"({length:.1f} s; {plan.planned_nodes} planned); clock skew "
                             f"{labels['clock_skew']}")
         reasons = list(broken)
+        unknown = [w.node for w in chosen if w.skew is None]
+        if unknown and len(chosen) > 1:
+            reasons.append(f"no service clock around the clock reading of "
+                           f"{', '.join(unknown)} (evidence not collected over the service's "
+                           f"SSH): the nodes' windows cannot be aligned")
         if len(chosen) < plan.planned_nodes:
             reasons.append(f"{len(chosen)} of the {plan.planned_nodes} planned nodes read back "
                            f"from {array} ({', '.join(w.node for w in chosen)})")

@@ -26,11 +26,29 @@ ParseError, never a figure.
 
 from __future__ import annotations
 
+import re
+
 from runners.parsers.base import MeasurementData, ParseError, decode_text
-from runners.parsers.nic_counters import _PAIR, SATURATED_32, _kind
 
 TOOL = "rdma_series"
 PARSER_VERSION = "1"
+
+# Standalone (the collection script carries each parser with ``base`` only): the same counter
+# rules as ``nic_counters``.
+SATURATED_32 = 4294967295
+_PAIR = re.compile(r"(?<![a-z_])([a-z_]++)=(\S+)")
+
+
+def _kind(counter: str) -> tuple[str, float] | None:
+    """(metric, bytes per counted unit) of a counter name, None when unknown."""
+    if counter in ("port_rcv_data", "port_xmit_data"):
+        return ("rx_bandwidth" if counter == "port_rcv_data" else "tx_bandwidth"), 4.0
+    if counter.endswith("_bytes") or counter.endswith("_bytes_phy"):
+        if counter.startswith("rx"):
+            return "rx_bandwidth", 1.0
+        if counter.startswith("tx"):
+            return "tx_bandwidth", 1.0
+    return None
 
 _REQUIRED = ("time", "device", "port", "counter", "value")
 
