@@ -163,6 +163,15 @@ def _cold_resume_arms(step: dict, node: Node) -> list[dict]:
 def _shared_readback(step: dict, node: Node) -> list[dict]:
     if not step.get("arm"):
         raise PlanError("shared_readback needs the arm whose read-back is measured")
+    planned = step.get("planned_nodes", 8)
+    if isinstance(planned, bool) or not isinstance(planned, int) or not 1 <= planned <= 4096:
+        raise PlanError(f"shared_readback: planned_nodes must be a whole number 1 … 4096, not "
+                        f"{planned!r}")
+    overlap = step.get("min_overlap_s", 60)
+    if isinstance(overlap, bool) or not isinstance(overlap, int | float) or not (
+            0 < overlap <= 86400):
+        raise PlanError(f"shared_readback: min_overlap_s must be seconds above 0 (at most "
+                        f"86400), not {overlap!r}")
     return _arm_pass(step, node, step["arm"], 1, "readback", counter=True)
 
 

@@ -4,7 +4,9 @@ every second with the node's clock, parsed, aligned with the skew, derived over 
 and evaluated — here without workers (tasks run in-process, one node after another)."""
 
 import io
+import subprocess
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -53,6 +55,13 @@ def test_one_planned_node_reads_back_over_its_own_sampled_window(transactional_d
     assert (f"over the window where all 1 nodes read, {eff.labels['window_start']} → "
             f"{eff.labels['window_end']}") in verdict.explanation
     assert "clock skew lab-inference-1 " in verdict.explanation
+    # the signed G3 report names the window (its verdict table carries the explanation)
+    pdf = Path(GateRun.objects.get(gate__engagement=engagement,
+                                   gate__code="G3").decision.report.path)
+    text = " ".join(subprocess.run(["pdftotext", str(pdf), "-"], check=True, text=True,
+                                   capture_output=True, timeout=60).stdout.split())
+    assert "over the window where all 1 nodes read" in text
+    assert eff.labels["window_start"][11:19] in text  # hh:mm:ss of the window's start
     assert eff.labels["clock_skew"].startswith("lab-inference-1 ")
     counters = eff.inputs.filter(metric="rdma_counter")
     assert counters.count() >= 4  # one a second over ≥ 3 s, and the last at the stop

@@ -159,3 +159,26 @@ def test_a_clock_reading_without_the_service_clock_around_it_cannot_be_aligned()
     alone = [s for s in data if s.node == "a"]
     total = aggregate(derive_readback(alone, arrays("a"), ReadbackPlan(1, 10)), "rx_bandwidth")
     assert "invalid" not in total.labels and total.value == pytest.approx(4e9, rel=1e-6)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"planned_nodes": 0}, "planned_nodes must be a whole number 1 … 4096, not 0"),
+    ({"planned_nodes": "8"}, "planned_nodes must be a whole number 1 … 4096, not '8'"),
+    ({"planned_nodes": True}, "planned_nodes must be a whole number 1 … 4096, not True"),
+    ({"min_overlap_s": 0}, "min_overlap_s must be seconds above 0 (at most 86400), not 0"),
+    ({"min_overlap_s": "1m"}, "min_overlap_s must be seconds above 0 (at most 86400), not '1m'"),
+])
+def test_a_plan_with_a_bad_planned_count_or_overlap_is_refused_by_name(db, change, message):
+    from gates.services import readback_plan
+    from runners.plans import PlanError, node_steps
+    from tests.runners.test_barrier import g3_site
+
+    engagement = g3_site(1)
+    gate, node = engagement.gates.get(code="G3"), engagement.nodes.get()
+    assert readback_plan(gate=gate) == ReadbackPlan(8, 60.0)  # the defaults
+    step = next(s for s in gate.probe_plan if s.get("expand") == "shared_readback")
+    step.update(change)
+    gate.save()
+    with pytest.raises(PlanError) as error:
+        node_steps(gate, node)
+    assert str(error.value) == f"shared_readback: {message}"

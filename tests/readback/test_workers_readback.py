@@ -65,17 +65,22 @@ def g3_with_workers(tmp_path, database, broker, scenario: str, nodes: int):
             "on r.id = m.gate_run_id where m.metric = 'line_efficiency' and m.derived "
             "and m.labels->>'scope' = 'aggregate'")
         waits = site.query("select count(*) from runners_barrierarrival")
+        # the signed report decided again from its embedded raw outputs, without the service
+        reports = site.query("select r.path from reports_report r join gates_decision d on "
+                             "d.id = r.decision_id join gates_gate g on g.id = d.gate_id "
+                             "where g.code = 'G3'")
+        again = site.manage("redecide", reports[0][0]) if reports else None
     finally:
         log = site.stop_all()
     assert "Traceback" not in run.stderr, run.stderr
     assert len(rows) == 1, run.stdout + run.stderr + log[-3000:]
-    return run, rows[0][0], json.loads(rows[0][1]), waits[0][0]
+    return run, rows[0][0], json.loads(rows[0][1]), waits[0][0], again
 
 
 def test_three_nodes_started_together_read_back_over_their_overlap(
         tmp_path, postgres_url, redis_url):  # noqa: F811
-    run, value, labels, arrived = g3_with_workers(tmp_path, postgres_url, redis_url,
-                                                  "kv-gain", 3)
+    run, value, labels, arrived, again = g3_with_workers(tmp_path, postgres_url, redis_url,
+                                                         "kv-gain", 3)
     assert arrived == 3  # every node came to the barrier
     assert run.returncode == 0, run.stdout + run.stderr
     assert "invalid" not in labels
@@ -85,6 +90,13 @@ def test_three_nodes_started_together_read_back_over_their_overlap(
     assert float(labels["window_s"]) >= 2.0
     assert [part.split()[0] for part in labels["clock_skew"].split(", ")] == [
         "lab-inference-1", "lab-inference-2", "lab-inference-3"]
+    # summary.json's basis: the three series and clock readings re-parsed, the same overlap
+    # window and aggregate derived again, the same verdict
+    assert again is not None and again.returncode == 0, again.stdout + again.stderr
+    row = next(line.split() for line in again.stdout.splitlines()
+               if line.startswith("G3   readback-efficiency"))
+    assert row[-2:] == ["pass", "yes"]
+    assert "decision G3: recorded passed, recomputed passed" in again.stdout
 
 
 def test_a_staggered_read_back_leaves_too_short_an_overlap_and_cannot_count(
@@ -92,8 +104,8 @@ def test_a_staggered_read_back_leaves_too_short_an_overlap_and_cannot_count(
     # Nodes 2 and 3 start reading 2 s and 4 s after node 1, whose 3 s pass ends about then
     # (plus the SSH steps' own time, which the load stretches): the window where all three
     # read is under the plan's 2 s, or none.
-    run, value, labels, arrived = g3_with_workers(tmp_path, postgres_url, redis_url,
-                                                  "staggered-readback", 3)
+    run, value, labels, arrived, _ = g3_with_workers(tmp_path, postgres_url, redis_url,
+                                                     "staggered-readback", 3)
     assert arrived == 3
     assert run.returncode == 2, run.stdout + run.stderr
     length = float(labels["window_s"])
