@@ -359,10 +359,10 @@ SCENARIOS: dict[str, dict] = {
     "staggered-readback": _variant(
         "staggered-readback",
         "The kv-gain figures, but the nodes start reading apart: node i's first counter read "
-        "comes (i − 1) × 2 s late, so with nodes started together the window where all of them "
-        "read is shorter than the plan's 2 s (the passes last 3 s) or empty. The "
-        "aggregate cannot count: G3 is an error naming the overlap's length.",
-        rdma={"stagger_s": 2.0},
+        "comes (i − 1) × 8 s late, longer than each 3 s read-back pass, so even with nodes "
+        "started together the window where all of them read is empty or shorter than the "
+        "plan's 2 s. The aggregate cannot count: G3 is an error naming the overlap's length.",
+        rdma={"stagger_s": 8.0},
     ),
     "readback-too-few-nodes": _variant(
         "readback-too-few-nodes",

@@ -1,7 +1,7 @@
 """G3's shared read-back with real Celery workers (threads, one slot per node), PostgreSQL and
 Redis: the node jobs run at once, every node waits at the barrier, the samplers start
 together and the overlap window is where all of them read. A staggered read-back (node i
-starts reading (i − 1) × 2 s late) leaves too short an overlap or none, named in the error.
+starts reading (i − 1) × 8 s late) leaves too short an overlap or none, named in the error.
 Lab nodes over SSH, the whole path: plan, barrier, probes, parse, derive, evaluate, report."""
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ def test_three_nodes_started_together_read_back_over_their_overlap(
 
 def test_a_staggered_read_back_leaves_too_short_an_overlap_and_cannot_count(
         tmp_path, postgres_url, redis_url):  # noqa: F811
-    # Nodes 2 and 3 start reading 2 s and 4 s after node 1, whose 3 s pass ends about then
+    # Nodes 2 and 3 start reading 8 s and 16 s after node 1, whose 3 s pass ends long before
     # (plus the SSH steps' own time, which the load stretches): the window where all three
-    # read is under the plan's 2 s, or none.
+    # read is none, or under the plan's 2 s.
     run, value, labels, arrived, _ = g3_with_workers(tmp_path, postgres_url, redis_url,
                                                      "staggered-readback", 3)
     assert arrived == 3
