@@ -62,6 +62,13 @@ G3_PARAMS = {
     # Qwen3-Coder-480B-A35B (config.json: 62 layers, 8 KV heads, head dim 128), bf16 KV cache:
     # 2 × 62 × 8 × 128 × 2 = 253952 B. Confirm against the model's config.json on site.
     "kv_bytes_per_token": 253952,
+    # RUNBOOK §4.3 step 3: reset vLLM's GPU prefix cache after the warm-up (POST
+    # /reset_prefix_cache; the engine starts with VLLM_SERVER_DEV_MODE=1 on 127.0.0.1 for it)
+    "reset_prefix_cache": True,
+    # LMCache MP mode: the LMCache server's metrics port (its L2 = storage-tier hits,
+    # lmcache_mp_lookup_hit_l2_tokens_total); 0 = in-process mode, the array tier's use is then
+    # cross-checked against the RDMA bytes read in the same window (RUNBOOK §4.4)
+    "lmcache_metrics_port": 0,
     # drain: until lmcache:num_stored_tokens is steady (RUNBOOK §4.3 step 3)
     "drain_interval": "5",
     "drain_polls": 360,

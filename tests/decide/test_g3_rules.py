@@ -79,33 +79,59 @@ def test_the_interval_is_information_not_a_criterion():
     assert "(information, not a criterion)" in verdicts["throughput-gain"].explanation
 
 
-def sizing(tmp_path, gb, tp=8):
-    """The kv_tier_sizing probe's own script on an LMCache config, parsed."""
+def sizing(tmp_path, gb, tp=8, gpu_tokens=600_000):
+    """The kv_tier_sizing probe's own script on an LMCache config and the engine's log (vLLM's
+    line, thousands separated as kv_cache_utils prints it), parsed."""
     config = tmp_path / f"lmc-{gb}.yaml"
     config.write_text(f"local_cpu: true\nmax_local_cpu_size: {gb}\n")
+    (tmp_path / "engine-n1-compare-array-r1.log").write_text(
+        "(EngineCore_DP0 pid=4242) INFO 12-03 07:00:00 [kv_cache_utils.py:1183] GPU KV cache "
+        f"size: {gpu_tokens:,} tokens\n")
     command = probe("kv_tier_sizing").command(
         {"lmcache_config": str(config), "num_prefixes": 64, "prefix_len": 30000,
-         "kv_bytes_per_token": 253952, "tensor_parallel_size": tp}, sudo=False)
+         "kv_bytes_per_token": 253952, "tensor_parallel_size": tp,
+         "result_dir": str(tmp_path), "port": 8000, "tag": "n1-compare-array-r1"}, sudo=False)
     done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=30, check=True)
     return {m.metric: m.value for m in parse_output("vllm_metrics", done.stdout)}
 
 
-@pytest.mark.parametrize(("gb", "tp", "valid"), [
-    (64, 8, False),    # the issue's case: 549.8 GB of DRAM tier holds the 487.6 GB working set
-    (40, 8, True),     # 343.6 GB: below it
-    (64, 1, True),     # one rank: 68.7 GB
-    (56, 8, True),     # 481.0 GB: just below
-    (57, 8, False),    # 489.6 GB: just above
+# Working set 64 × 30000 × 253952 B = 487.588 GB; the bound is 2 × (GPU KV + DRAM tier).
+@pytest.mark.parametrize(("gb", "tp", "gpu_tokens", "valid"), [
+    (64, 8, 600_000, False),  # the issue's case: the 549.8 GB DRAM tier holds the working set
+    (8, 8, 600_000, True),    # 2 × (152.4 + 68.7) = 442.2 GB ≤ 487.6 GB
+    (64, 1, 600_000, True),   # one rank: 2 × (152.4 + 68.7) GB
+    (40, 8, 600_000, False),  # 343.6 GB of DRAM alone < working set, but 2 × 496 GB > it
+    (0, 8, 960_000, True),    # exactly on the bound: 2 × 960000 × 253952 = the working set
+    (0, 8, 960_001, False),   # one token over
+    (0, 8, 959_999, True),    # one token under
 ])
-def test_the_dram_tier_is_allocated_per_tp_rank(tmp_path, gb, tp, valid):
-    figures = sizing(tmp_path, gb, tp)
+def test_the_working_set_is_twice_gpu_kv_and_the_dram_tier_of_all_ranks(tmp_path, gb, tp,
+                                                                         gpu_tokens, valid):
+    figures = sizing(tmp_path, gb, tp, gpu_tokens)
     assert figures["host_tier_bytes"] == gb * 2**30 * tp
     assert figures["working_set_bytes"] == 64 * 30000 * 253952
+    assert figures["gpu_kv_tokens"] == gpu_tokens
+    assert figures["kv_bytes_per_token"] == 253952
     ids = iter(range(1, 1000))
-    tier = {"working_set": figures["working_set_bytes"], "host_tier": figures["host_tier_bytes"]}
+    tier = {"working_set": figures["working_set_bytes"], "host_tier": figures["host_tier_bytes"],
+            "gpu_kv_tokens": figures["gpu_kv_tokens"], "bpt": figures["kv_bytes_per_token"]}
     samples = (arm_pass(ids, "local", 1, 17.31, 53.6, **tier)
                + arm_pass(ids, "array", 1, 11.85, 74.9, **tier))
     [gain] = by(derive_kv_tier(samples), "throughput_gain", round="1")
     assert ("invalid" not in gain.labels) == valid
     if not valid:
-        assert "hits may come from DRAM" in gain.labels["invalid"]
+        assert "hits may come from HBM or DRAM" in gain.labels["invalid"]
+
+
+def test_the_sizing_refuses_an_engine_log_without_its_kv_capacity(tmp_path):
+    config = tmp_path / "lmc.yaml"
+    config.write_text("max_local_cpu_size: 8\n")
+    (tmp_path / "engine-t.log").write_text("INFO: Started server process [1]\n")
+    command = probe("kv_tier_sizing").command(
+        {"lmcache_config": str(config), "num_prefixes": 64, "prefix_len": 30000,
+         "kv_bytes_per_token": 253952, "tensor_parallel_size": 8, "result_dir": str(tmp_path),
+         "port": 8000, "tag": "t"}, sudo=False)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=30, check=False)
+    assert done.returncode == 1
+    assert done.stderr.decode().strip() == (
+        f"no 'GPU KV cache size: N tokens' line in {tmp_path}/engine-t.log")
