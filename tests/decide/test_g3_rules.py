@@ -135,3 +135,53 @@ def test_the_sizing_refuses_an_engine_log_without_its_kv_capacity(tmp_path):
     assert done.returncode == 1
     assert done.stderr.decode().strip() == (
         f"no 'GPU KV cache size: N tokens' line in {tmp_path}/engine-t.log")
+
+
+def array_round(**array):
+    """Round 1 of both arms, R2's figures, the array arm's evidence changed by ``array``."""
+    ids = iter(range(1, 1000))
+    return arm_pass(ids, "local", 1, 17.31, 53.6) + arm_pass(ids, "array", 1, 11.85, 74.9,
+                                                             **array)
+
+
+def reason_of(samples):
+    [gain] = by(derive_kv_tier(samples), "throughput_gain", round="1")
+    return gain.labels.get("invalid", "")
+
+
+@pytest.mark.parametrize(("rdma", "valid"), [
+    (0.85e9, True), (0.8499999e9, False), (1.15e9, True), (1.1500001e9, False),
+    (1.0e9, True), (0.0, False),
+])
+def test_the_rdma_cross_check_is_fifteen_percent_exactly(rdma, valid):
+    # 1e6 hits × 1000 B per token = 1e9 B expected over the RDMA port.
+    reason = reason_of(array_round(hits=1.0e6, bpt=1000, rdma=rdma, gpu_kv_tokens=1.0,
+                                   working_set=4.9e11, host_tier=6.9e10))
+    assert (reason == "") == valid, reason
+    if not valid:
+        assert f"ratio {rdma / 1e9:.3f}, outside 1 ± 0.15" in reason
+
+
+def test_lmcache_s_storage_tier_hits_decide_where_they_are_counted():
+    # MP mode: L2 hits present decide alone (no RDMA counter needed) ...
+    assert reason_of(array_round(l2=1.5e6, rdma=None)) == ""
+    # ... and none of them means the hits came from LMCache's CPU tier, whatever RDMA shows.
+    assert "LMCache counted no storage-tier (L2) hit" in reason_of(array_round(l2=0.0))
+    # Without either, the array tier's use cannot be shown.
+    assert "neither LMCache's storage-tier hits nor the RDMA bytes" in reason_of(
+        array_round(rdma=None))
+
+
+def test_the_baseline_arm_is_not_cross_checked_but_needs_its_window_and_reset():
+    ids = iter(range(1, 1000))
+    local_without_rdma = (arm_pass(ids, "local", 1, 17.31, 53.6, rdma=None)
+                          + arm_pass(ids, "array", 1, 11.85, 74.9))
+    assert reason_of(local_without_rdma) == ""
+    ids = iter(range(1, 1000))
+    from_start = (arm_pass(ids, "local", 1, 17.31, 53.6, window="t0→t1")
+                  + arm_pass(ids, "array", 1, 11.85, 74.9))
+    assert "the tier evidence window runs t0→t1, not from the eviction" in reason_of(from_start)
+    assert "window runs from engine start" in reason_of(array_round(window=""))
+    assert "GPU prefix cache was not reset" in reason_of(array_round(reset=0))
+    assert "GPU prefix cache was not reset" in reason_of(array_round(reset=None))
+    assert "GPU KV capacity missing" in reason_of(array_round(gpu_kv_tokens=None))
