@@ -35,10 +35,14 @@ Emits (METRICS.md, unit):
 * ``rdma_read_bytes`` (B) ← ``acceptance_rdma_port_rcv_data`` × 4 (the RDMA port counter the
   window probe reads with each scrape, in 4-byte words; RUNBOOK §3.3). It must be in the first
   scrape as in the last (a counter from 0 would be the port's whole history);
-* ``working_set_bytes``, ``host_tier_bytes`` (B), ``kv_bytes_per_token`` (B),
-  ``gpu_kv_tokens`` (1) ← the gauges ``acceptance_working_set_bytes``,
-  ``acceptance_host_tier_bytes``, ``acceptance_kv_bytes_per_token`` and
-  ``acceptance_gpu_kv_tokens`` of the last scrape (printed by the kv_tier_sizing probe);
+* ``host_tier_bytes`` (B), ``gpu_kv_tokens`` (1) ← the gauges ``acceptance_host_tier_bytes``
+  and ``acceptance_gpu_kv_tokens`` of the last scrape (printed by the kv_tier_sizing probe);
+  ``kv_bytes_per_token`` (B) ← the model's ``config.json`` the probe prints as comment lines
+  ``# acceptance-config-json: …`` with ``# acceptance-kv-cache-dtype: …``
+  (:func:`runners.parsers.kv_bytes.kv_bytes_per_token`; a config it cannot size is a
+  ParseError naming the field) and ``working_set_bytes`` (B) = the gauge
+  ``acceptance_workload_tokens`` × that; older outputs' gauges ``acceptance_kv_bytes_per_token``
+  and ``acceptance_working_set_bytes`` are read where no config.json is printed;
   ``prefix_cache_reset`` (1) ← the gauge ``acceptance_prefix_cache_reset`` of any scrape (the
   flush prints 1 when it reset vLLM's GPU prefix cache, 0 when not).
 
@@ -48,10 +52,12 @@ LMCache family nor the sizing gauges is not an engine's /metrics: ParseError.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
 from runners.parsers.base import MeasurementData, ParseError, decode_text
+from runners.parsers.kv_bytes import KVSizeError, kv_bytes_per_token
 
 TOOL = "vllm_metrics"
 PARSER_VERSION = "2"  # 2: the window label, storage-tier hits, RDMA bytes, reset and sizing
@@ -82,6 +88,7 @@ COUNTERS: dict[str, tuple[str, tuple[tuple[str, dict[str, str]], ...]]] = {
 # scrape too (counting them from 0 would count the port's whole history)
 WORDS = {"acceptance_rdma_port_rcv_data": 4.0}
 GAUGES = {"working_set_bytes": ("acceptance_working_set_bytes", "B"),
+          "workload_tokens": ("acceptance_workload_tokens", "1"),
           "host_tier_bytes": ("acceptance_host_tier_bytes", "B"),
           "kv_bytes_per_token": ("acceptance_kv_bytes_per_token", "B"),
           "gpu_kv_tokens": ("acceptance_gpu_kv_tokens", "1")}
@@ -142,15 +149,44 @@ def parse(raw: bytes) -> list[MeasurementData]:
                 delta = (after - (before or 0.0)) * WORDS.get(family, 1.0)
                 measurements.append(MeasurementData(metric, delta, unit, dict(window)))
                 break
+    sized = _sizing(text, scrapes[-1])
+    measurements += sized
     for metric, (family, unit) in GAUGES.items():
         value = _total(scrapes[-1], family, {})
-        if value is not None:
+        if value is not None and all(m.metric != metric for m in sized):
             measurements.append(MeasurementData(metric, value, unit))
     for metric, (family, unit) in MARKS.items():
         found = [v for v in (_total(s, family, {}) for s in scrapes) if v is not None]
         if found:
             measurements.append(MeasurementData(metric, found[0], unit))
     return measurements
+
+
+_CONFIG_LINE = "# acceptance-config-json: "
+_DTYPE_LINE = "# acceptance-kv-cache-dtype: "
+
+
+def _sizing(text: str, last: _Scrape) -> list[MeasurementData]:
+    """KV bytes per token from the printed config.json and dtype, and the working set."""
+    lines = text.splitlines()
+    config = [line[len(_CONFIG_LINE):] for line in lines if line.startswith(_CONFIG_LINE)]
+    if not config:
+        return []
+    first = next(n for n, line in enumerate(lines, start=1) if line.startswith(_CONFIG_LINE))
+    dtype = next((line[len(_DTYPE_LINE):].strip() for line in lines
+                  if line.startswith(_DTYPE_LINE)), "auto")
+    try:
+        per_token = kv_bytes_per_token(json.loads("\n".join(config)), dtype)
+    except ValueError as error:  # json.JSONDecodeError and KVSizeError alike
+        what = ("KV bytes per token from the model's config.json"
+                if isinstance(error, KVSizeError) else "the model's config.json as JSON")
+        raise ParseError(TOOL, first, what, str(error)) from None
+    found = [MeasurementData("kv_bytes_per_token", float(per_token), "B",
+                             {"kv_cache_dtype": dtype})]
+    tokens = _total(last, "acceptance_workload_tokens", {})
+    if tokens is not None:
+        found.append(MeasurementData("working_set_bytes", tokens * per_token, "B"))
+    return found
 
 
 def _scrapes(text: str) -> list[_Scrape]:

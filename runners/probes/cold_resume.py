@@ -34,6 +34,9 @@ BLOCK_DEVICE = Param(r"/dev/[A-Za-z0-9_-][A-Za-z0-9._/-]{0,100}",
 KV_CONNECTOR = Param(r"LMCacheConnectorV1|LMCacheMPConnector", "LMCacheConnectorV1",
                      rule="LMCacheConnectorV1 or LMCacheMPConnector")
 PORT = Param(int, 8000, 1024, 65535)
+KV_CACHE_DTYPE = Param(r"auto|fp8|fp8_e4m3|fp8_e5m2|bfloat16|float16", "auto",
+                       rule="a vLLM --kv-cache-dtype: auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16 "
+                            "or float16")
 
 # Shell helpers shared by the engine scripts. ``scrape NAME URL`` prints one marked /metrics
 # scrape (the node's time with it, RUNBOOK §0); ``engine_note`` puts the first line of the
@@ -122,18 +125,23 @@ scrape t0 "$url/metrics" > "$dir/metrics-$tag.t0.prom" || exit 1
 cat -- "$dir/metrics-$tag.t0.prom"
 """
 
-# The host-memory tier of the arm's LMCache config vs the workload's working set (RUNBOOK §4.2),
-# as a Prometheus text the vllm_metrics parser reads. $1 config, $2 prefixes, $3 prefix length
-# (tokens), $4 KV bytes per token, $5 tensor-parallel ranks. LMCache reads max_local_cpu_size in
-# GB (default 5) and allocates it per TP rank (each rank's worker has its own CPU backend), so
-# the host tier is that × the ranks; counted here as GiB, the larger reading, so the check
-# "working set ≥ 2 × (GPU KV + host tier)" errs on the safe side. The GPU KV capacity is the
-# engine's own startup line "GPU KV cache size: N tokens" (vLLM's kv_cache_utils logs it with
-# thousands separators, f"{num_tokens:,}"), read from the log of the arm's engine: the sizing
-# runs after the engine is ready. $6 result dir, $7 tag.
+# The working set vs the GPU KV cache and the host-memory tier (RUNBOOK §4.2), as a Prometheus
+# text the vllm_metrics parser reads. $1 LMCache config, $2 prefixes, $3 prefix length (tokens),
+# $4 model directory, $5 --kv-cache-dtype, $6 tensor-parallel ranks, $7 result dir, $8 tag.
+# The model's config.json is printed whole as comment lines (# acceptance-config-json: …) and
+# the parser computes the KV bytes per token from it and the dtype (runners.parsers.kv_bytes),
+# so the raw output holds every figure the check used. LMCache reads max_local_cpu_size in GB
+# (default 5) and allocates it per TP rank (each rank's worker has its own CPU backend), so the
+# host tier is that × the ranks; counted as GiB, the larger reading, so the check "working set
+# ≥ 2 × (GPU KV + host tier)" errs on the safe side. The GPU KV capacity is the engine's own
+# startup line "GPU KV cache size: N tokens" (vLLM's kv_cache_utils logs it with thousands
+# separators, f"{num_tokens:,}"), read from the log of the arm's engine: the sizing runs after
+# the engine is ready.
 TIER_SIZING_SCRIPT = r"""
-config=$1 prefixes=$2 prefix_len=$3 bpt=$4 tp=${5:-1} dir=$6 tag=$7
+config=$1 prefixes=$2 prefix_len=$3 model=$4 kvdtype=$5 tp=${6:-1} dir=$7 tag=$8
 [ -r "$config" ] || { echo "cannot read the LMCache config $config" >&2; exit 2; }
+modelconf="$model/config.json"
+[ -r "$modelconf" ] || { echo "cannot read the model's $modelconf" >&2; exit 2; }
 log="$dir/engine-$tag.log"
 [ -r "$log" ] || { echo "no engine log $log: the arm's engine was not started by this run" >&2
                    exit 1; }
@@ -145,16 +153,18 @@ gb=$(sed -n 's/^[[:space:]]*max_local_cpu_size:[[:space:]]*\([0-9][0-9.]*\).*/\1
 origin="max_local_cpu_size: $gb"
 [ -n "$gb" ] || { gb=5; origin="LMCache default 5"; }
 host=$(awk -v g="$gb" -v t="$tp" 'BEGIN { printf "%.0f", g * 1073741824 * t }')
-ws=$(awk -v p="$prefixes" -v l="$prefix_len" -v b="$bpt" 'BEGIN { printf "%.0f", p * l * b }')
 printf '# acceptance-sizing: %s (%s GB x 1024^3 B) per TP rank x %s ranks in %s\n' \
   "$origin" "$gb" "$tp" "$config"
-printf '# acceptance-sizing: working set = %s prefixes x %s tokens x %s B/token\n' \
-  "$prefixes" "$prefix_len" "$bpt"
 printf '# TYPE acceptance_host_tier_bytes gauge\nacceptance_host_tier_bytes %s\n' "$host"
-printf '# TYPE acceptance_working_set_bytes gauge\nacceptance_working_set_bytes %s\n' "$ws"
+printf '# acceptance-sizing: working set = %s prefixes x %s tokens x KV bytes per token\n' \
+  "$prefixes" "$prefix_len"
+printf '# TYPE acceptance_workload_tokens gauge\nacceptance_workload_tokens %s\n' \
+  "$((prefixes * prefix_len))"
 printf '# acceptance-sizing: %s (engine log %s)\n' "$line" "$log"
 printf '# TYPE acceptance_gpu_kv_tokens gauge\nacceptance_gpu_kv_tokens %s\n' "$gpu"
-printf '# TYPE acceptance_kv_bytes_per_token gauge\nacceptance_kv_bytes_per_token %s\n' "$bpt"
+printf '# acceptance-kv-cache-dtype: %s\n' "$kvdtype"
+printf '# acceptance-sizing: KV bytes per token from %s\n' "$modelconf"
+sed 's/^/# acceptance-config-json: /' -- "$modelconf" || exit $?
 """
 
 # Wait until the tier's asynchronous writes are done (RUNBOOK §4.3 step 3):
@@ -298,7 +308,8 @@ def _serve_args(p: dict[str, Any]) -> list[str]:
     return [p["model_path"], "--served-model-name", p["served_model_name"],
             "--tensor-parallel-size", str(p["tensor_parallel_size"]),
             "--max-model-len", str(p["max_model_len"]),
-            "--gpu-memory-utilization", p["gpu_memory_utilization"]]
+            "--gpu-memory-utilization", p["gpu_memory_utilization"],
+            "--kv-cache-dtype", p["kv_cache_dtype"]]
 
 
 def _kv_config(p: dict[str, Any]) -> str:
@@ -401,6 +412,7 @@ COLD_RESUME_PROBES: tuple[Probe, ...] = (
          "tensor_parallel_size": Param(int, 8, 1, 64),
          "max_model_len": Param(int, 65536, 1, 10_000_000),
          "gpu_memory_utilization": FRACTION, "kv_connector": KV_CONNECTOR,
+         "kv_cache_dtype": KV_CACHE_DTYPE,
          "lmcache_config": OPTIONAL_PATH, "poll_interval": SECONDS,
          "ready_polls": Param(int, 720, 1, 100_000), "reset_prefix_cache": Param(bool, True)},
         _engine_start_argv,
@@ -410,19 +422,19 @@ COLD_RESUME_PROBES: tuple[Probe, ...] = (
     Probe(
         "kv_tier_sizing", "inference", "vllm_metrics", ("vllm", "--version"), 30,
         {**_ENGINE_REF, "lmcache_config": PATH, "num_prefixes": Param(int, 64, 1, 100_000),
-         "prefix_len": Param(int, 30000, 1, 1_000_000),
-         "kv_bytes_per_token": Param(int, None, 1, 100_000_000),
-         "tensor_parallel_size": Param(int, 1, 1, 64)},
+         "prefix_len": Param(int, 30000, 1, 1_000_000), "model_path": PATH,
+         "kv_cache_dtype": KV_CACHE_DTYPE, "tensor_parallel_size": Param(int, 1, 1, 64)},
         lambda p: ["sh", "-c", TIER_SIZING_SCRIPT, "kv-tier-sizing", p["lmcache_config"],
-                   str(p["num_prefixes"]), str(p["prefix_len"]),
-                   str(p["kv_bytes_per_token"]), str(p["tensor_parallel_size"]),
-                   p["result_dir"], p["tag"]],
+                   str(p["num_prefixes"]), str(p["prefix_len"]), p["model_path"],
+                   p["kv_cache_dtype"], str(p["tensor_parallel_size"]), p["result_dir"],
+                   p["tag"]],
         "working set vs the GPU KV cache and the host-memory tier (RUNBOOK §4.2)",
         summary=lambda p: (
             f"'GPU KV cache size: N tokens' from the engine's log; max_local_cpu_size from "
             f"{p['lmcache_config']} × {p['tensor_parallel_size']} TP ranks; working set "
-            f"{p['num_prefixes']} prefixes × {p['prefix_len']} tokens × "
-            f"{p['kv_bytes_per_token']} B/token"
+            f"{p['num_prefixes']} prefixes × {p['prefix_len']} tokens × the KV bytes per "
+            f"token from {p['model_path']}/config.json and --kv-cache-dtype "
+            f"{p['kv_cache_dtype']}"
         ),
     ),
     Probe(

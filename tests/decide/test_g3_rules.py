@@ -4,13 +4,16 @@ information, not a criterion; the DRAM tier is counted per TP rank."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 
 from gates.derivations import derive_kv_tier
 from gates.evaluation import Sample, evaluate_criterion, gate_outcome
+from runners.lab.services import LAB_MODEL_CONFIG
 from runners.parsers import parse_output
+from runners.parsers.base import ParseError
 from runners.probes import probe
 from tests.decide.standins import default_spec
 from tests.gates.test_evaluation_g3 import NODE, arm_pass, by, r2_rounds
@@ -79,9 +82,17 @@ def test_the_interval_is_information_not_a_criterion():
     assert "(information, not a criterion)" in verdicts["throughput-gain"].explanation
 
 
-def sizing(tmp_path, gb, tp=8, gpu_tokens=600_000):
-    """The kv_tier_sizing probe's own script on an LMCache config and the engine's log (vLLM's
-    line, thousands separated as kv_cache_utils prints it), parsed."""
+def model_dir(tmp_path, **fields):
+    """A model directory whose config.json is the lab's Qwen3-Coder-480B one, changed."""
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps({**LAB_MODEL_CONFIG, **fields}, indent=2))
+    return model
+
+
+def sizing(tmp_path, gb, tp=8, gpu_tokens=600_000, dtype="auto", **model):
+    """The kv_tier_sizing probe's own script on an LMCache config, the model's config.json and
+    the engine's log (vLLM's line, thousands separated as kv_cache_utils prints it), parsed."""
     config = tmp_path / f"lmc-{gb}.yaml"
     config.write_text(f"local_cpu: true\nmax_local_cpu_size: {gb}\n")
     (tmp_path / "engine-n1-compare-array-r1.log").write_text(
@@ -89,8 +100,9 @@ def sizing(tmp_path, gb, tp=8, gpu_tokens=600_000):
         f"size: {gpu_tokens:,} tokens\n")
     command = probe("kv_tier_sizing").command(
         {"lmcache_config": str(config), "num_prefixes": 64, "prefix_len": 30000,
-         "kv_bytes_per_token": 253952, "tensor_parallel_size": tp,
-         "result_dir": str(tmp_path), "port": 8000, "tag": "n1-compare-array-r1"}, sudo=False)
+         "model_path": str(model_dir(tmp_path, **model)), "kv_cache_dtype": dtype,
+         "tensor_parallel_size": tp, "result_dir": str(tmp_path), "port": 8000,
+         "tag": "n1-compare-array-r1"}, sudo=False)
     done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=30, check=True)
     return {m.metric: m.value for m in parse_output("vllm_metrics", done.stdout)}
 
@@ -129,8 +141,9 @@ def test_the_sizing_refuses_an_engine_log_without_its_kv_capacity(tmp_path):
     (tmp_path / "engine-t.log").write_text("INFO: Started server process [1]\n")
     command = probe("kv_tier_sizing").command(
         {"lmcache_config": str(config), "num_prefixes": 64, "prefix_len": 30000,
-         "kv_bytes_per_token": 253952, "tensor_parallel_size": 8, "result_dir": str(tmp_path),
-         "port": 8000, "tag": "t"}, sudo=False)
+         "model_path": str(model_dir(tmp_path)), "kv_cache_dtype": "auto",
+         "tensor_parallel_size": 8, "result_dir": str(tmp_path), "port": 8000, "tag": "t"},
+        sudo=False)
     done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=30, check=False)
     assert done.returncode == 1
     assert done.stderr.decode().strip() == (
@@ -185,3 +198,59 @@ def test_the_baseline_arm_is_not_cross_checked_but_needs_its_window_and_reset():
     assert "GPU prefix cache was not reset" in reason_of(array_round(reset=0))
     assert "GPU prefix cache was not reset" in reason_of(array_round(reset=None))
     assert "GPU KV capacity missing" in reason_of(array_round(gpu_kv_tokens=None))
+
+
+DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61,
+               "num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168,
+               "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+               "v_head_dim": 128, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(("dtype", "config", "per_token"), [
+    ("auto", LAB_MODEL_CONFIG, 253952),       # 2 × 62 × 8 × 128 × 2 B (bfloat16)
+    ("fp8", LAB_MODEL_CONFIG, 126976),        # fp8 halves it
+    ("fp8_e5m2", LAB_MODEL_CONFIG, 126976),
+    ("auto", {**LAB_MODEL_CONFIG, "head_dim": None}, 2 * 62 * 8 * 64 * 2),  # 6144 ÷ 96 = 64
+    ("auto", {k: v for k, v in LAB_MODEL_CONFIG.items() if k != "torch_dtype"}
+     | {"dtype": "float16"}, 253952),         # newer transformers write "dtype"
+    ("auto", {"text_config": LAB_MODEL_CONFIG}, 253952),  # a multimodal wrapper
+    ("auto", DEEPSEEK_V3, 61 * (512 + 64) * 2),            # MLA: one latent + rope key
+    ("fp8", DEEPSEEK_V3, 61 * (512 + 64)),
+])
+def test_the_kv_bytes_per_token_come_from_config_json_and_the_dtype(tmp_path, dtype, config,
+                                                                    per_token):
+    figures = sizing_of(tmp_path, dtype, config)
+    assert figures["kv_bytes_per_token"] == per_token
+    assert figures["working_set_bytes"] == 64 * 30000 * per_token
+
+
+@pytest.mark.parametrize(("config", "dtype", "named"), [
+    ({**LAB_MODEL_CONFIG, "num_hidden_layers": None}, "auto", "num_hidden_layers is None"),
+    ({**LAB_MODEL_CONFIG, "torch_dtype": "float32"}, "auto", "torch_dtype is 'float32'"),
+    ({**LAB_MODEL_CONFIG, "head_dim": None, "hidden_size": 6000}, "auto",
+     "hidden_size 6000 is not a multiple"),
+    ({**LAB_MODEL_CONFIG, "layer_types": ["full_attention", "linear_attention"]}, "auto",
+     "layer_types names linear_attention"),
+    ({**DEEPSEEK_V3, "qk_rope_head_dim": 0}, "auto", "qk_rope_head_dim is 0"),
+])
+def test_a_config_it_cannot_size_is_refused_naming_the_field(tmp_path, config, dtype, named):
+    expected = "expected KV bytes per token from the model's config.json"
+    with pytest.raises(ParseError, match=expected) as refused:
+        sizing_of(tmp_path, dtype, config)
+    assert named in str(refused.value)
+
+
+def sizing_of(tmp_path, dtype, config):
+    """The sizing script on ``config`` as the model's config.json."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config, indent=2))
+    lmcache = tmp_path / "lmc.yaml"
+    lmcache.write_text("max_local_cpu_size: 8\n")
+    (tmp_path / "engine-t.log").write_text("GPU KV cache size: 600,000 tokens\n")
+    command = probe("kv_tier_sizing").command(
+        {"lmcache_config": str(lmcache), "num_prefixes": 64, "prefix_len": 30000,
+         "model_path": str(model), "kv_cache_dtype": dtype, "tensor_parallel_size": 8,
+         "result_dir": str(tmp_path), "port": 8000, "tag": "t"}, sudo=False)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=30, check=True)
+    return {m.metric: m.value for m in parse_output("vllm_metrics", done.stdout)}
