@@ -45,9 +45,11 @@ def g3_run(engagement):
     return GateRun.objects.get(gate__engagement=engagement, gate__code="G3")
 
 
-def window(run, metric, arm="array", round_="1"):
+def window(run, metric, arm="array", round_="1", probe="kv_metrics_window"):
+    """The figure ``metric`` the probe ``probe`` read for the arm's comparison round."""
     return Measurement.objects.get(gate_run=run, metric=metric, labels__phase="compare",
-                                   labels__arm=arm, labels__round=round_, derived=False)
+                                   labels__arm=arm, labels__round=round_, derived=False,
+                                   probe_run__probe=probe)
 
 
 def test_kv_gain_passes_with_the_window_from_the_eviction_and_the_rdma_cross_check(
@@ -61,7 +63,8 @@ def test_kv_gain_passes_with_the_window_from_the_eviction_and_the_rdma_cross_che
     # The array tier's reads crossed the RDMA port: exactly hits × KV bytes per token.
     assert window(run, "rdma_read_bytes").value == HITS * KV_BPT
     assert window(run, "prefix_cache_reset").value == 1
-    assert window(run, "gpu_kv_tokens").value == 600_000
+    assert window(run, "gpu_kv_tokens", probe="kv_tier_sizing").value == 600_000
+    assert window(run, "kv_bytes_per_token", probe="kv_tier_sizing").value == KV_BPT
     evict = run.probe_runs.filter(probe="kv_cache_evict", arm="array").first()
     assert b"POST /reset_prefix_cache: HTTP 200 (GPU prefix cache reset)" in evict.raw("stderr")
     reduction = Measurement.objects.get(gate_run=run, metric="ttft_reduction", derived=True,
@@ -132,7 +135,7 @@ def test_a_dram_tier_holding_the_working_set_per_rank_is_an_error(transactional_
     assert code == 2
     # 64 GB (GiB counted) × 8 TP ranks = 549.8 GB
     assert "DRAM tier 549.8 GB" in err and "hits may come from HBM or DRAM" in err
-    host = window(g3_run(engagement), "host_tier_bytes")
+    host = window(g3_run(engagement), "host_tier_bytes", probe="kv_tier_sizing")
     assert host.value == 64 * 2**30 * 8
 
 
