@@ -372,7 +372,8 @@ SCENARIOS: dict[str, dict] = {
         "kv-failed-requests",
         "The array arm's round-2 measured pass has 3 failed requests of 256 (vLLM's "
         "completed 253, failed 3); the local arm has none. vLLM's TTFT and throughput count "
-        "successful requests only, so that comparison is void: G3 fails on failed_requests.",
+        "successful requests only, so that comparison is void (G3 is an error, not a pass) "
+        "and the failed_requests criterion fails.",
         kv={"arms": {"array": {"failed": [0, 3]}}},
     ),
     "working-set-under-2x": _variant(
