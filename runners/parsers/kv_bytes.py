@@ -54,6 +54,9 @@ def _element_bytes(config: dict[str, Any], kv_cache_dtype: str) -> int:
         return fixed
     field = "torch_dtype" if "torch_dtype" in config else "dtype"
     model = config.get(field)
+    if "torch_dtype" not in config and "dtype" not in config:
+        raise KVSizeError("config.json has neither torch_dtype nor dtype: --kv-cache-dtype auto "
+                          "takes the model's dtype; give --kv-cache-dtype explicitly")
     if model not in MODEL_DTYPE_BYTES:
         raise KVSizeError(f"config.json field {field} is {model!r}: --kv-cache-dtype auto "
                           f"takes the model's dtype (bfloat16 or float16 known); give "

@@ -177,6 +177,9 @@ def _sizing(text: str, last: _Scrape) -> list[MeasurementData]:
                   if line.startswith(_DTYPE_LINE)), "auto")
     try:
         per_token = kv_bytes_per_token(json.loads("\n".join(config)), dtype)
+    except RecursionError:
+        raise ParseError(TOOL, first, "the model's config.json as JSON",
+                         "nesting too deep") from None
     except ValueError as error:  # json.JSONDecodeError and KVSizeError alike
         what = ("KV bytes per token from the model's config.json"
                 if isinstance(error, KVSizeError) else "the model's config.json as JSON")
