@@ -379,7 +379,7 @@ SCENARIOS: dict[str, dict] = {
     "working-set-under-2x": _variant(
         "working-set-under-2x",
         "The GPU KV cache holds 1,000,000 tokens (254.0 GB): the 487.6 GB working set exceeds "
-        "GPU KV + DRAM tier (322.7 GB) but not twice it (645.4 GB, RUNBOOK §4.2), so hits may "
+        "GPU KV + DRAM tier (322.7 GB) but not twice it (645.3 GB, RUNBOOK §4.2), so hits may "
         "come from HBM or DRAM. G3 is an error (invalid arms), not a pass.",
         kv={"gpu_kv_tokens": 1_000_000},
     ),

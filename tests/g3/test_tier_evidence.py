@@ -129,7 +129,7 @@ def test_a_working_set_under_twice_gpu_kv_and_dram_is_an_error(transactional_db)
     code, _, err = run_gate(engagement.name, "G3")
     assert code == 2
     assert ("the working set (487.6 GB) is below 2 × (GPU KV 254.0 GB + DRAM tier 68.7 GB) = "
-            "645.4 GB (arm array, round 1 on lab-inference-1)") in err
+            "645.3 GB (arm array, round 1 on lab-inference-1)") in err
 
 
 def test_a_dram_tier_holding_the_working_set_per_rank_is_an_error(transactional_db):
