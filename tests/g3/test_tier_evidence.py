@@ -150,7 +150,9 @@ def test_without_the_prefix_cache_reset_the_arms_cannot_count(transactional_db):
     run = g3_run(engagement)
     assert window(run, "prefix_cache_reset").value == 0
     start = run.probe_runs.filter(probe="kv_engine_start", arm="array").first()
-    assert "VLLM_SERVER_DEV_MODE" not in start.command
+    assert start.parameters["reset_prefix_cache"] is False
+    evict = run.probe_runs.filter(probe="kv_cache_evict", arm="array").first()
+    assert b"reset_prefix_cache" not in evict.raw("stderr")  # no POST was made
 
 
 def test_failed_requests_in_one_arm_only_void_the_comparison(transactional_db):
