@@ -230,3 +230,26 @@ def test_in_a_comparison_the_rdma_counter_grows_by_the_array_tier_s_reads_only(t
         assert (after - before) * 4 == round(64 * 30000 * 0.85) * 253952
     finally:
         lab.stop()
+
+
+def test_failed_requests_of_one_arm_are_saved_under_vllm_s_keys(tmp_path):
+    """serve.py saves ``completed`` (successful requests only) and ``failed``; the parser reads
+    them as completed_requests and failed_requests."""
+    lab = LabNode(tmp_path, name="kv-failed-requests")
+    try:
+        port = free_port()
+        lab.serve(port, "--kv-transfer-config", KV)
+        for arm, round_ in (("array", 1), ("array", 2), ("local", 2)):
+            done = lab.bench(port, arm, round_, "measured")
+            assert done.returncode == 0, done.stderr
+        saved = {name: json.loads((tmp_path / f"{name}-measured.json").read_text())
+                 for name in ("array-1", "array-2", "local-2")}
+        assert [(saved[n]["completed"], saved[n]["failed"]) for n in saved] == [
+            (256, 0), (253, 3), (256, 0)]
+        assert "Failed requests:                         3" in lab.bench(
+            port, "array", 2, "measured").stdout
+        figures = {m.metric: m.value for m in parse_output(
+            "vllm_bench", (tmp_path / "array-2-measured.json").read_bytes())}
+        assert (figures["completed_requests"], figures["failed_requests"]) == (253, 3)
+    finally:
+        lab.stop()
