@@ -231,7 +231,10 @@ def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) 
                    for i, m in enumerate(basis.get("derived") or [], start=1)]
     else:
         arrays, drives = _derivation_inputs(gate, basis)
-        derived = derivations.derive_all(samples, arrays, drives)
+        plan = basis.get("readback")
+        readback = None if not isinstance(plan, dict) else derivations.ReadbackPlan(
+            int(plan["planned_nodes"]), float(plan["min_overlap_s"]))
+        derived = derivations.derive_all(samples, arrays, drives, readback)
         result.differences.extend(_compare(
             f"{gate} derived", [m for m in basis.get("derived") or []
                                 if m["metric"] not in _AFTER_VERDICTS],

@@ -114,8 +114,9 @@ def _pages_show_the_table(client, path: Path) -> None:
 
 
 def test_g3_reports_give_their_decision_again(transactional_db):
-    for scenario, nodes, code, outcome in (("kv-gain", 8, 0, "passed"),
-                                           ("kv-no-gain", 2, 1, "stopped")):
+    # one node each: without workers several nodes read back one after another (no overlap)
+    for scenario, nodes, code, outcome in (("kv-gain", 1, 0, "passed"),
+                                           ("kv-no-gain", 1, 1, "stopped")):
         engagement, _ = lab_up(scenario_name=scenario, nodes=nodes)
         engagement.gates.filter(code__in=["G1", "G2"]).update(state=Gate.State.PASSED)
         status, out, err = run_gate(engagement.name, "G3")
@@ -126,7 +127,8 @@ def test_g3_reports_give_their_decision_again(transactional_db):
         row = table_row(out, "G3", "ttft-reduction")
         assert row[-1] == "yes" and row[-2] == ("pass" if code == 0 else "fail")
         if scenario == "kv-gain":
-            # the shared read-back: 8 nodes' rx_bandwidth summed ÷ the array port's line rate
+            # the shared read-back re-derived from the embedded counter series and clock
+            # reading: the overlap window's bytes ÷ its length ÷ the array port's line rate
             assert table_row(out, "G3", "readback-efficiency")[-2:] == ["pass", "yes"]
             assert table_row(out, "G3", "round-deviation")[-2:] == ["pass", "yes"]
 
