@@ -58,10 +58,18 @@ G3_PARAMS = {
     "ready_polls": 720,  # 1 h of model load at most
     # the workload (RUNBOOK §3.4; warm-up and measured pass alike, §4.3 step 2)
     **{k: v for k, v in G2_BENCH_PARAMS.items() if k not in ("base_url", "model")},
-    # RUNBOOK §4.2: KV bytes per token = 2 × layers × KV heads × head dim × dtype bytes;
-    # Qwen3-Coder-480B-A35B (config.json: 62 layers, 8 KV heads, head dim 128), bf16 KV cache:
-    # 2 × 62 × 8 × 128 × 2 = 253952 B. Confirm against the model's config.json on site.
-    "kv_bytes_per_token": 253952,
+    # RUNBOOK §4.2: KV bytes per token = 2 × layers × KV heads × head dim × dtype bytes, read
+    # by the tier sizing from model_path's config.json and this dtype (vllm serve
+    # --kv-cache-dtype; auto = the model's dtype, fp8 halves it): for Qwen3-Coder-480B-A35B
+    # (62 layers, 8 KV heads, head dim 128, bfloat16) 2 × 62 × 8 × 128 × 2 = 253952 B.
+    "kv_cache_dtype": "auto",
+    # RUNBOOK §4.3 step 3: reset vLLM's GPU prefix cache after the warm-up (POST
+    # /reset_prefix_cache; the engine starts with VLLM_SERVER_DEV_MODE=1 on 127.0.0.1 for it)
+    "reset_prefix_cache": True,
+    # LMCache MP mode: the LMCache server's metrics port (its L2 = storage-tier hits,
+    # lmcache_mp_lookup_hit_l2_tokens_total); 0 = in-process mode, the array tier's use is then
+    # cross-checked against the RDMA bytes read in the same window (RUNBOOK §4.4)
+    "lmcache_metrics_port": 0,
     # drain: until lmcache:num_stored_tokens is steady (RUNBOOK §4.3 step 3)
     "drain_interval": "5",
     "drain_polls": 360,
