@@ -18,6 +18,8 @@ def test_a_quick_three_probe_node_job_writes_no_chunk_and_few_fenced_job_writes(
     engagement, _ = lab("healthy")
     monkeypatch.setattr(execution, "gate_run_finish_if_complete", lambda **_: None)
     monkeypatch.setattr(live, "FLUSH_SECONDS", 60.0)  # the stand-ins answer well within it
+    # (and so the cancel request is read only where a probe starts, not while one runs)
+    monkeypatch.setattr(live, "CANCEL_CHECK_SECONDS", 60.0)
     gate = engagement.gates.get(code="G2")
     run = GateRun.objects.create(gate=gate, attempt=1, started_by="engineer",
                                  state=GateRun.State.RUNNING)
