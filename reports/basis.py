@@ -15,6 +15,7 @@ rests on span figures; they are listed as recorded (``derived``).
 
 from __future__ import annotations
 
+from acceptance_core.profiles import PROFILES
 from gates.models import Decision
 from gates.services import array_drive_plans, node_array_line_rates
 
@@ -31,6 +32,17 @@ def _measurement(m) -> dict:
             "node": m.node.name if m.node else ""}
 
 
+def _reference_profile(criteria: list[dict]) -> dict | None:
+    """The reference profile the criteria's figures come from (key and title); None when no
+    criterion compares with one. Several would be a mix: the first is named and the verifier
+    reports every criterion that holds another."""
+    keys = [c["reference_profile"] for c in criteria if c.get("reference_profile")]
+    if not keys:
+        return None
+    profile = PROFILES.get(keys[0])
+    return {"key": keys[0], "title": profile.title if profile else ""}
+
+
 def decision_basis(decision: Decision) -> dict:
     """The re-decision data of ``decision`` (see the module docstring)."""
     gate_run = decision.gate_run
@@ -42,6 +54,7 @@ def decision_basis(decision: Decision) -> dict:
         criteria.append({
             **spec, "requirement": snapshot.get("requirement", ""),
             "reference_source": snapshot.get("source", ""),
+            "reference_profile": snapshot.get("reference_profile", ""),
             "recorded": {"measured": v.measured_value, "verdict": v.verdict},
         })
     runs = []
@@ -65,6 +78,7 @@ def decision_basis(decision: Decision) -> dict:
         "outcome": decision.outcome,
         "derivation": "soak_spans" if is_soak else "gate",
         "criteria": criteria,
+        "reference_profile": _reference_profile(criteria),
         "arrays": {node: [array, rate] for node, (array, rate) in sorted(arrays.items())},
         "drives": {node: {"array": plan.array, "drive_model": plan.drive_model,
                           "expected": plan.expected} for node, plan in sorted(drives.items())},

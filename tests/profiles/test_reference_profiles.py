@@ -15,11 +15,14 @@ from django.core.management import call_command
 
 from acceptance.models import AuditEntry, Engagement
 from acceptance_core.profiles import PROFILES
+from acceptance_core.redecide import redecide
 from gates.evaluation import evaluate_criterion
 from gates.models import Criterion, Gate
 from gates.reference import ProfileRefused, engagement_profile_set
 from gates.services import GateRefused, criterion_spec, engagement_create, gate_check_runnable
+from reports.basis import decision_basis
 from runners.models import GateRun, ProbeRun
+from runners.outputs import output_bytes
 from tests.decide.standins import StandinNode
 
 
@@ -181,6 +184,17 @@ def report_text(decision) -> str:
     return done.stdout
 
 
+def summary(basis, gate_run) -> dict:
+    """summary.json's shape for one gate, its raw outputs attached by run id."""
+    runs = [{"number": run.id, "attachment": f"run-{run.id}", "sha256": run.stdout_sha256}
+            for run in gate_run.probe_runs.all()]
+    return {"schema_version": 2, "runs": runs, "gates": [{"gate": "G2", "redecide": basis}]}
+
+
+def files(gate_run) -> dict:
+    return {f"run-{run.id}": output_bytes(run, "stdout") for run in gate_run.probe_runs.all()}
+
+
 @pytest.mark.slow
 def test_a_lab_g2_against_r2_c8_runs_at_c8_and_names_the_profile(lab):
     # the c8 row's figures, exactly on the ±10 % bounds: 10.17 × 1.10 s and 43.9 × 0.90 tok/s
@@ -200,5 +214,18 @@ def test_a_lab_g2_against_r2_c8_runs_at_c8_and_names_the_profile(lab):
     assert verdicts["baseline-ttft"].criterion_snapshot["reference_profile"] == "R2-c8"
     assert verdicts["baseline-throughput"].verdict == "pass"
     text = " ".join(report_text(gate_run.decision).split())
-    assert "R2: Qwen3-Coder-480B-FP8, TP=8, concurrency 8" in text
-    assert "10.17 s" in text
+    assert ("Reference profile: R2-c8 — R2: Qwen3-Coder-480B-FP8, TP=8, concurrency 8, 8 × "
+            "AMD Instinct MI308X") in text
+    basis = decision_basis(gate_run.decision)
+    assert basis["reference_profile"]["key"] == "R2-c8"
+    assert {c["key"]: c["reference_profile"] for c in basis["criteria"]
+            if c["reference_profile"]} == {"baseline-ttft": "R2-c8",
+                                           "baseline-throughput": "R2-c8"}
+    checked = redecide(summary(basis, gate_run), files(gate_run))
+    assert any(note.startswith("G2: reference profile R2-c8 — R2:") for note in checked.notes)
+    mixed = {**basis, "criteria": [{**c, "reference_profile": "R2-c16"}
+                                   if c["key"] == "baseline-ttft" else c
+                                   for c in basis["criteria"]]}
+    checked = redecide(summary(mixed, gate_run), files(gate_run))
+    assert ("G2 baseline-ttft: holds reference profile R2-c16's figure, the gate's is R2-c8"
+            in checked.differences)
