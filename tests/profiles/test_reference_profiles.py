@@ -229,3 +229,35 @@ def test_a_lab_g2_against_r2_c8_runs_at_c8_and_names_the_profile(lab):
     checked = redecide(summary(mixed, gate_run), files(gate_run))
     assert ("G2 baseline-ttft: holds reference profile R2-c16's figure, the gate's is R2-c8"
             in checked.differences)
+
+
+def test_the_profile_page_lists_the_rows_and_a_project_manager_chooses_one(db):
+    from django.test import Client
+
+    from acceptance.models import Membership
+    from tests.web.conftest import make_user
+
+    engagement = engagement_create(name="prof-web", customer="C", start_date="2026-12-01")
+    url = f"/engagements/{engagement.name}/reference-profile/"
+    engineer = Client()
+    engineer.force_login(make_user("eve-eng", Membership.Role.ENGINEER))
+    assert engineer.get(url).status_code == 403
+    assert engineer.post(url, {"profile": "R2-c8", "reason": "x"}).status_code == 403
+    pm = Client()
+    pm.force_login(make_user("pat-pm", Membership.Role.PROJECT_MANAGER))
+    page = pm.get(url).content.decode()
+    assert 'id="profile-R1-c16"' in page and "local-NVMe TTFT p50: 37.97 s" in page
+    assert "array-tier output-throughput gain range: +35 % … +36 %" in page
+    refused = pm.post(url, {"profile": "R1-c16", "reason": "vendor text says R1"})
+    assert refused.status_code == 400
+    assert ("reference profile R1-c16 (R1) has no local-NVMe output throughput "
+            "(local_nvme_output_throughput), which criterion G2 baseline-throughput needs"
+            in refused.content.decode())
+    assert pm.post(url, {"profile": "R2-c8", "reason": ""}).status_code == 400
+    done = pm.post(url, {"profile": "R2-c8", "reason": "the site runs c8"})
+    assert done.status_code == 302
+    engagement.refresh_from_db()
+    assert engagement.reference_profile == "R2-c8"
+    detail = pm.get(f"/engagements/{engagement.name}/").content.decode()
+    assert "R2-c8 — R2: Qwen3-Coder-480B-FP8, TP=8, concurrency 8" in detail
+    assert "local-NVMe TTFT p50 10.17 s" in detail
