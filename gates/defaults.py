@@ -107,7 +107,9 @@ G4_SOAK_PLAN = {
     # the G2 workload's shape.
     "load": {"vllm": "vllm", "base_url": G2_BENCH_PARAMS["base_url"],
              "model": G2_BENCH_PARAMS["model"], "tokenizer": G2_BENCH_PARAMS["tokenizer"],
-             "request_rate": 1.0, "concurrency": 16, "window_s": 900,
+             # null: derived at the start from G2's measured output throughput ÷ its
+             # request size (runners.soak.rate); a number is used as entered.
+             "request_rate": None, "concurrency": 16, "window_s": 900,
              "prefix_len": G2_BENCH_PARAMS["prefix_len"],
              "suffix_len": G2_BENCH_PARAMS["suffix_len"],
              "num_prefixes": G2_BENCH_PARAMS["num_prefixes"],
