@@ -88,7 +88,11 @@ def g2_rate_basis(gate: Gate) -> RateBasis:
             raise SoakRefused(NO_G2.format(
                 why=f"G2 measurement #{m.id} ({m.value:g} {m.unit}) has no benchmark output_len "
                     f"or no positive throughput"))
-        concurrency = int(m.labels.get("concurrency", params.get("concurrency", 0)) or 0)
+        concurrency = params.get("concurrency")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise SoakRefused(NO_G2.format(
+                why=f"G2 measurement #{m.id} came from a benchmark without a fixed concurrency "
+                    f"(its requests were not a closed loop of known size)"))
         rate = m.value / output_len
         bases.append(RateBasis(
             rate=rate, output_throughput=m.value, output_len=output_len,
