@@ -1,5 +1,6 @@
-"""Browser pages that set an engagement up: creating one with its arrays (G1–G4 seeded), and
-moving a gate's due date with a reason.
+"""Browser pages that set an engagement up: creating one with its arrays (G1–G4 seeded),
+moving a gate's due date with a reason, and choosing its reference profile with a reason
+(``gates.reference.engagement_profile_set``).
 
 Who may create an engagement: a project manager (``Membership`` role) or a superuser — the
 people who may tick its BOM and change its thresholds. Django's ``is_staff`` alone (admin
@@ -16,9 +17,17 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from acceptance.forms import ArrayFormSet, DueDateForm, EngagementCreateForm, form_errors_add
+from acceptance.forms import (
+    ArrayFormSet,
+    DueDateForm,
+    EngagementCreateForm,
+    ReferenceProfileForm,
+    form_errors_add,
+)
 from acceptance.pages.words import day, gate_title
 from acceptance.permissions import Role, engagement_for, has_role
+from acceptance_core.profiles import FIGURES, PROFILES
+from gates.reference import ProfileRefused, engagement_profile_set
 from gates.services import engagement_create, gate_due_date_move
 
 # The service's error keys → the page's fields.
@@ -95,4 +104,47 @@ def gate_due_date_edit(request, name: str, code: str):
         "engagement": engagement, "gate_title": gate_title(gate), "due_date": day(gate.due_date),
         "due_week": gate.due_week, "passed": gate.state == gate.State.PASSED, "form": form,
         "back_url": detail_url(name, f"gate-{gate.code}"),
+    }, status=status)
+
+
+def _figure_rows(profile) -> list[dict]:
+    rows = []
+    for figure, value in profile.figures.items():
+        words, unit = FIGURES[figure]
+        text = (f"{value[0] * 100:+g} % … {value[1] * 100:+g} %" if isinstance(value, tuple)
+                else f"{value:g} {unit}")
+        rows.append({"figure": words, "value": text})
+    return rows
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def reference_profile_edit(request, name: str):
+    engagement = engagement_for(request.user, name)
+    manager_only(request)
+    form = ReferenceProfileForm(posted(request), initial={"profile": engagement.reference_profile})
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                engagement_profile_set(engagement=engagement,
+                                       profile=form.cleaned_data["profile"],
+                                       actor=request.user.get_username(),
+                                       reason=form.cleaned_data["reason"])
+            except ProfileRefused as error:
+                form.add_error(None, str(error))
+            else:
+                messages.success(request, _("%(name)s is now compared with %(profile)s; the audit "
+                                            "trail records the old and new figures.") % {
+                    "name": engagement.name, "profile": form.cleaned_data["profile"]})
+                return redirect(detail_url(name))
+        status = 400
+    profiles = [{"key": key, "title": profile.title, "workload": profile.workload,
+                 "figures": _figure_rows(profile),
+                 "chosen": key == engagement.reference_profile}
+                for key, profile in PROFILES.items()]
+    return render(request, "acceptance/reference_profile_edit.html", {
+        "engagement": engagement, "profiles": profiles, "form": form,
+        "accepted": engagement.state == engagement.State.ACCEPTED,
+        "back_url": detail_url(name),
     }, status=status)

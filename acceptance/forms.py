@@ -192,6 +192,12 @@ class DueDateForm(forms.Form):
     reason = copy.deepcopy(ReasonForm.base_fields["reason"])
 
 
+class ReferenceProfileForm(forms.Form):
+    profile = forms.ChoiceField(label=_("Reference profile"),
+                                choices=list(REFERENCE_PROFILES.items()))
+    reason = copy.deepcopy(ReasonForm.base_fields["reason"])
+
+
 # --- The bill of materials ----------------------------------------------------------------------
 
 class BomItemForm(forms.Form):

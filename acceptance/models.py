@@ -16,18 +16,15 @@ from django.db import models
 
 from acceptance import crypto
 from acceptance.tokens import ApiToken  # noqa: F401 (the app's model, defined apart)
+from acceptance_core.profiles import DEFAULT_PROFILE, PROFILES
 from runners.transport import MAX_JUMP_HOSTS, SSHTarget
 
 ENGAGEMENT_WEEKS = 10  # DOMAIN.md: "a joint acceptance test of about 10 weeks"
 
-# The reference profiles an engagement's G2/G3 figures can be compared with, by name. Until the
-# profiles become data of their own, there is one: the figures the default criteria carry
-# (gates.defaults, DOMAIN.md R2). A profile names its platform, model, parallelism and workload.
-REFERENCE_PROFILES = {
-    "R2-MI308X-TP8": "R2: Qwen3-Coder-480B-FP8, TP=8 on 8 × MI308X, ROCm 7.2, vLLM 0.20.1, "
-                     "LMCache, long-context cold resume; baseline one local PCIe Gen4 NVMe",
-}
-DEFAULT_REFERENCE_PROFILE = "R2-MI308X-TP8"
+# The reference profiles an engagement's G2/G3 figures are compared with, by key: the rows of the
+# vendor's reports R1, R2 (c8, c16, c32) and R3 as data (acceptance_core.profiles).
+REFERENCE_PROFILES = {key: profile.title for key, profile in PROFILES.items()}
+DEFAULT_REFERENCE_PROFILE = DEFAULT_PROFILE
 
 # \A…\Z, not ^…$: "$" also matches before a trailing newline, which would let "name\n" in.
 name_validator = RegexValidator(

@@ -11,6 +11,8 @@ from business.views import business_case_view
 urlpatterns = [
     # Setting an engagement up (before the engagement page: "new" is a reserved name).
     path("engagements/new/", engagement_views.engagement_new, name="engagement-new"),
+    path("engagements/<str:name>/reference-profile/", engagement_views.reference_profile_edit,
+         name="reference-profile-edit"),
     path("engagements/<str:name>/gates/<str:code>/due-date/", engagement_views.gate_due_date_edit,
          name="gate-due-date"),
     path("engagements/<str:name>/bom/add/", bom_views.bom_add, name="bom-add"),

@@ -159,6 +159,22 @@ def _derivation_inputs(gate: str, basis: dict[str, Any]) -> tuple[
     return arrays, drives
 
 
+def _reference_profile(gate: str, basis: dict[str, Any], result: Redecision) -> None:
+    """Name the reference profile the gate's figures were compared with; a criterion holding
+    another profile's figure than the gate's is a difference (comparisons never mix
+    profiles)."""
+    profile = basis.get("reference_profile")
+    if not profile:
+        return
+    result.notes.append(f"{gate}: reference profile {profile.get('key')} — "
+                        f"{profile.get('title')}")
+    for criterion in basis["criteria"]:
+        held = criterion.get("reference_profile")
+        if held and held != profile.get("key"):
+            result.differences.append(f"{gate} {criterion.get('key')}: holds reference profile "
+                                      f"{held}'s figure, the gate's is {profile.get('key')}")
+
+
 def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) -> None:
     gate, basis = entry.get("gate", "?"), entry.get("redecide")
     if not isinstance(basis, dict):
@@ -167,6 +183,7 @@ def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) 
     if basis.get("schema") != BASIS_SCHEMA:
         raise CannotCheck(f"{gate}: re-decision data {basis.get('schema')!r} is not "
                           f"{BASIS_SCHEMA!r}, the one this verifier reads")
+    _reference_profile(gate, basis, result)
     if basis.get("derivation") == "soak_spans":
         # G4: every figure derived again from the soak's raw outputs (acceptance_core.soak)
         samples = soak_samples(gate, basis, outputs, result.notes, result.differences)

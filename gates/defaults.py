@@ -3,10 +3,12 @@
 Every new engagement gets a copy (``gates.services.gates_seed``) with the sha256 of the definition
 it was copied from; changing these defaults later never changes a running engagement.
 
-Reference figures (DOMAIN.md, vendor report R2: Qwen3-Coder-480B-FP8, TP=8 on 8 × MI308X,
-vLLM 0.20.1, LMCache, long-context cold-resume workload, baseline = one local PCIe Gen4 NVMe):
-at concurrency 16 the local-NVMe baseline gives TTFT p50 17.31 s and 53.6 output tok/s; the array
-tier 11.85 s and 74.9 tok/s.
+Reference figures are data of their own (``acceptance_core.profiles``): a criterion that compares
+with one names it in ``reference_figure`` and holds the value of the engagement's reference
+profile (``reference_profile``). The defaults hold the default profile's (R2 at concurrency 16:
+local-NVMe TTFT p50 17.31 s and 53.6 output tok/s; G3's gain range +29 % … +40 %);
+``gates.services.gates_seed`` puts the engagement's own profile in, ``engagement_profile_set``
+changes it. Sources name the vendor's gate text and reports (R1, R2, R3), never internal files.
 
 G3's plan is two compact steps that ``runners.plans`` expands into the probes of RUNBOOK §4.3:
 the shared read-back of the array arm on every inference node at once (RDMA counter sampled
@@ -19,8 +21,8 @@ the aggregate read-back against the array's port.
 import hashlib
 import json
 
-R2_LOCAL_NVME_C16_TTFT_P50_S = 17.31
-R2_LOCAL_NVME_C16_OUTPUT_TOK_S = 53.6
+from acceptance_core.profiles import DEFAULT_PROFILE, criterion_values, profile_get
+
 LINE_EFFICIENCY_MIN = 0.83  # DOMAIN.md G2/G3: "≥ 83 % line efficiency"
 BASELINE_TOLERANCE = 0.10  # DOMAIN.md G2: "within ±10 % of the reference figures"
 SOAK_SECONDS = 72 * 3600  # DOMAIN.md G4: "72 h continuous load"
@@ -58,10 +60,18 @@ G3_PARAMS = {
     "ready_polls": 720,  # 1 h of model load at most
     # the workload (RUNBOOK §3.4; warm-up and measured pass alike, §4.3 step 2)
     **{k: v for k, v in G2_BENCH_PARAMS.items() if k not in ("base_url", "model")},
-    # RUNBOOK §4.2: KV bytes per token = 2 × layers × KV heads × head dim × dtype bytes;
-    # Qwen3-Coder-480B-A35B (config.json: 62 layers, 8 KV heads, head dim 128), bf16 KV cache:
-    # 2 × 62 × 8 × 128 × 2 = 253952 B. Confirm against the model's config.json on site.
-    "kv_bytes_per_token": 253952,
+    # RUNBOOK §4.2: KV bytes per token = 2 × layers × KV heads × head dim × dtype bytes, read
+    # by the tier sizing from model_path's config.json and this dtype (vllm serve
+    # --kv-cache-dtype; auto = the model's dtype, fp8 halves it): for Qwen3-Coder-480B-A35B
+    # (62 layers, 8 KV heads, head dim 128, bfloat16) 2 × 62 × 8 × 128 × 2 = 253952 B.
+    "kv_cache_dtype": "auto",
+    # RUNBOOK §4.3 step 3: reset vLLM's GPU prefix cache after the warm-up (POST
+    # /reset_prefix_cache; the engine starts with VLLM_SERVER_DEV_MODE=1 on 127.0.0.1 for it)
+    "reset_prefix_cache": True,
+    # LMCache MP mode: the LMCache server's metrics port (its L2 = storage-tier hits,
+    # lmcache_mp_lookup_hit_l2_tokens_total); 0 = in-process mode, the array tier's use is then
+    # cross-checked against the RDMA bytes read in the same window (RUNBOOK §4.4)
+    "lmcache_metrics_port": 0,
     # drain: until lmcache:num_stored_tokens is steady (RUNBOOK §4.3 step 3)
     "drain_interval": "5",
     "drain_polls": 360,
@@ -105,7 +115,9 @@ G4_SOAK_PLAN = {
     # the G2 workload's shape.
     "load": {"vllm": "vllm", "base_url": G2_BENCH_PARAMS["base_url"],
              "model": G2_BENCH_PARAMS["model"], "tokenizer": G2_BENCH_PARAMS["tokenizer"],
-             "request_rate": 1.0, "concurrency": 16, "window_s": 900,
+             # null: derived at the start from G2's measured output throughput ÷ its
+             # request size (runners.soak.rate); a number is used as entered.
+             "request_rate": None, "concurrency": 16, "window_s": 900,
              "prefix_len": G2_BENCH_PARAMS["prefix_len"],
              "suffix_len": G2_BENCH_PARAMS["suffix_len"],
              "num_prefixes": G2_BENCH_PARAMS["num_prefixes"],
@@ -128,14 +140,30 @@ G4_SOAK_PLAN = {
 
 def _criterion(key, description, metric, operator, unit, source, *, aggregation="each",
                threshold=None, threshold_high=None, reference_value=None, tolerance=None,
-               label_filter=None, above_range_verdict="fail", blocking=True):
-    return {
+               label_filter=None, above_range_verdict="fail", blocking=True,
+               reference_figure=""):
+    criterion = {
         "key": key, "description": description, "metric": metric, "operator": operator,
         "unit": unit, "source": source, "aggregation": aggregation, "threshold": threshold,
         "threshold_high": threshold_high, "reference_value": reference_value,
         "tolerance": tolerance, "label_filter": label_filter or {},
         "above_range_verdict": above_range_verdict, "blocking": blocking,
+        "reference_figure": reference_figure, "reference_profile": "",
     }
+    if reference_figure:
+        criterion.update(profile_fields(criterion, DEFAULT_PROFILE))
+    return criterion
+
+
+def profile_fields(criterion: dict, profile_key: str) -> dict:
+    """The fields of ``criterion`` (its ``reference_figure`` named) that come from the reference
+    profile ``profile_key``: its bounds, source, benchmark concurrency label and the profile's
+    key. ProfileError / ProfileLacksFigure (naming profile and figure) when it cannot."""
+    values = criterion_values(profile_get(profile_key), criterion["reference_figure"],
+                              needed_by=f"criterion {criterion['key']}")
+    if "label_filter" in values:
+        values["label_filter"] = {**criterion["label_filter"], **values["label_filter"]}
+    return {**values, "reference_profile": profile_key}
 
 
 DEFAULT_GATES = [
@@ -155,20 +183,20 @@ DEFAULT_GATES = [
         ],
         "criteria": [
             _criterion("bom-complete", "Every bill-of-materials item delivered and ticked",
-                       "bom_open_items", "<=", "1", "DOMAIN.md G1: BOM checklist ticked by the PM",
+                       "bom_open_items", "<=", "1", "G1 gate text: BOM checklist ticked by the PM",
                        aggregation="max", threshold=0),
             # Per array (label scope=array): the drives of the array's drive model
             # (Array.drive_model) on its controller; more than Array.expected_drive_count
             # cannot count (gates.derivations.derive_array_drives).
             _criterion("drive-count", "All drives of each array recognised", "drive_count", ">=",
-                       "1", "DOMAIN.md G1: all 24 drives of each array (FX100: 24 × 7.68 TB)",
+                       "1", "G1 gate text: all 24 drives of each array (FX100: 24 × 7.68 TB)",
                        threshold=24, label_filter={"scope": "array"}),
             _criterion("self-test", "Every drive of each array completed and passed the "
                        "self-test this run started", "self_test_failures",
-                       "<=", "1", "DOMAIN.md G1: every array passes its self-test",
+                       "<=", "1", "G1 gate text: every array passes its self-test",
                        aggregation="sum", threshold=0, label_filter={"scope": "array"}),
             _criterion("critical-warning", "No SMART critical warning on any drive",
-                       "critical_warning", "<=", "1", "DOMAIN.md G1: SMART critical warnings = 0",
+                       "critical_warning", "<=", "1", "G1 gate text: SMART critical warnings = 0",
                        aggregation="max", threshold=0),
         ],
     },
@@ -191,25 +219,23 @@ DEFAULT_GATES = [
             _criterion("line-efficiency",
                        "Sequential read reaches {threshold} of the array port's line rate",
                        "line_efficiency", ">=", "ratio",
-                       "DOMAIN.md G2: ≥ 83 % line efficiency, against the array's port "
+                       "G2 gate text: ≥ 83 % line efficiency, against the array's port "
                        "(100 GbE = 12.5 GB/s)",
                        threshold=LINE_EFFICIENCY_MIN),
             _criterion("fio-job-errors", "No fio job reported an error", "job_errors", "<=", "1",
-                       "RUNBOOK §3.2: a failed fio job cannot count", aggregation="sum",
+                       "fio: a job that reports an error cannot count", aggregation="sum",
                        threshold=0),
-            _criterion("baseline-ttft", "TTFT p50 at concurrency 16 within ±{tolerance} of R2",
-                       "ttft_p50", "within", "s",
-                       "R2 local NVMe, concurrency 16: TTFT p50 17.31 s",
-                       reference_value=R2_LOCAL_NVME_C16_TTFT_P50_S, tolerance=BASELINE_TOLERANCE,
-                       label_filter={"concurrency": "16"}),
-            _criterion("baseline-throughput",
-                       "Output throughput at concurrency 16 within ±{tolerance} of R2",
-                       "output_throughput", "within", "tok/s",
-                       "R2 local NVMe, concurrency 16: 53.6 output tok/s",
-                       reference_value=R2_LOCAL_NVME_C16_OUTPUT_TOK_S,
-                       tolerance=BASELINE_TOLERANCE, label_filter={"concurrency": "16"}),
+            # The reference figure, its source text and the benchmark's concurrency label come
+            # from the engagement's reference profile (acceptance_core.profiles).
+            _criterion("baseline-ttft", "TTFT p50 within ±{tolerance} of the reference "
+                       "profile's local-NVMe figure", "ttft_p50", "within", "s", "",
+                       tolerance=BASELINE_TOLERANCE, reference_figure="local_nvme_ttft_p50"),
+            _criterion("baseline-throughput", "Output throughput within ±{tolerance} of the "
+                       "reference profile's local-NVMe figure", "output_throughput", "within",
+                       "tok/s", "", tolerance=BASELINE_TOLERANCE,
+                       reference_figure="local_nvme_output_throughput"),
             _criterion("bench-failed-requests", "No benchmark request failed", "failed_requests",
-                       "<=", "1", "RUNBOOK §3.4: failed requests void a baseline",
+                       "<=", "1", "vllm bench serve: failed requests void a baseline",
                        aggregation="sum", threshold=0),
         ],
     },
@@ -232,27 +258,26 @@ DEFAULT_GATES = [
         "criteria": [
             _criterion("ttft-reduction", "TTFT p50 reduced by at least {threshold} vs local "
                        "NVMe (mean of the rounds)", "ttft_reduction", ">=", "ratio",
-                       "DOMAIN.md G3; R2: −26 % … −32 %", threshold=0.25,
+                       "G3 gate text; R2: −26 % … −32 %", threshold=0.25,
                        label_filter={"arm": "array", "round": "mean"}),
             _criterion("throughput-gain", "Output throughput gain inside +{threshold} … "
                        "+{threshold_high} (mean of the rounds)", "throughput_gain", "between",
-                       "ratio",
-                       "R2: +29 % (c8) … +40 % (c16)", threshold=0.29, threshold_high=0.40,
-                       above_range_verdict="review",
+                       "ratio", "", above_range_verdict="review",
+                       reference_figure="throughput_gain_range",
                        label_filter={"arm": "array", "round": "mean"}),
             _criterion("round-deviation",
                        "Two rounds agree within {threshold} for every figure and arm",
-                       "round_deviation", "<=", "ratio", "DOMAIN.md repeatability; R3: two "
-                       "rounds within 5 %", threshold=ROUND_DEVIATION_MAX,
+                       "round_deviation", "<=", "ratio", "Repeatability; R3: two rounds "
+                       "within 5 %", threshold=ROUND_DEVIATION_MAX,
                        above_range_verdict="unstable"),
             _criterion("compare-failed-requests", "No request failed in any arm of the "
                        "comparison", "failed_requests", "<=", "1",
-                       "issue 16: vLLM's TTFT and throughput count successful requests only; "
+                       "vLLM's TTFT and throughput count successful requests only; "
                        "failed requests in any arm void the comparison", aggregation="sum",
                        threshold=0, label_filter={"phase": "compare"}),
             _criterion("readback-efficiency",
                        "8 nodes sharing one array: aggregate read-back ≥ {threshold} of line rate",
-                       "line_efficiency", ">=", "ratio", "DOMAIN.md G3; R1: one array serves 8 "
+                       "line_efficiency", ">=", "ratio", "G3 gate text; R1: one array serves 8 "
                        "inference nodes", threshold=LINE_EFFICIENCY_MIN,
                        label_filter={"scope": "aggregate"}),
         ],
@@ -271,32 +296,33 @@ DEFAULT_GATES = [
         # issue 7 §2 as data.
         "criteria": [
             _criterion("soak-duration", "Continuous load held for {threshold}", "soak_duration",
-                       ">=", "s", "DOMAIN.md G4: 72 h continuous load", aggregation="min",
+                       ">=", "s", "G4 gate text: 72 h continuous load", aggregation="min",
                        threshold=SOAK_SECONDS),
             _criterion("error-rate", "No failed request, in steady state and before, during "
                        "and after every fault", "request_error_rate", "<=", "ratio",
-                       "DOMAIN.md G4: injected faults cause no service impact; RUNBOOK §5.1 "
-                       "error rate = failed ÷ (completed + failed)", threshold=0),
+                       "G4 gate text: injected faults cause no service impact; error rate = "
+                       "failed ÷ (completed + failed)", threshold=0),
             _criterion("no-interruption", "No gap between successful completions longer than "
                        "{threshold}", "completion_gap_max", "<=", "s",
-                       "DOMAIN.md G4: continuous load with no interruption", threshold=60),
+                       "G4 gate text: continuous load with no interruption", threshold=60),
             _criterion("ttft-p99", "TTFT p99 at most {threshold} above the pre-fault baseline",
                        "baseline_deviation", "<=", "ratio",
-                       "issue 7 §2: TTFT p99 within set bounds of the pre-fault baseline "
-                       "(RUNBOOK §5.1 p99_ttft_ms per window)", threshold=SOAK_TTFT_P99_RISE_MAX,
+                       "Acceptance plan: TTFT p99 within set bounds of the pre-fault baseline "
+                       "(vllm bench serve p99_ttft_ms per window)",
+                       threshold=SOAK_TTFT_P99_RISE_MAX,
                        label_filter={"figure": "ttft_p99"}),
             _criterion("throughput", "Output throughput at most {-threshold} below the "
                        "pre-fault baseline", "baseline_deviation", ">=", "ratio",
-                       "issue 7 §2: throughput within set bounds of the pre-fault baseline "
-                       "(RUNBOOK §5.1 output_throughput per window)",
+                       "Acceptance plan: throughput within set bounds of the pre-fault baseline "
+                       "(vllm bench serve output_throughput per window)",
                        threshold=-SOAK_THROUGHPUT_DROP_MAX,
                        label_filter={"figure": "output_throughput"}),
             _criterion("correctness", "Correctness probes match the known-good answers",
-                       "probe_mismatches", "<=", "1", "RUNBOOK §5.2: fixed prompts at "
-                       "temperature 0 against the outputs recorded before the soak",
+                       "probe_mismatches", "<=", "1", "Fixed prompts at temperature 0 "
+                       "against the outputs recorded before the soak",
                        threshold=0),
             _criterion("faults-injected", "Every planned fault was injected and healed",
-                       "fault_windows_missed", "<=", "1", "DOMAIN.md G4: single-drive and "
+                       "fault_windows_missed", "<=", "1", "G4 gate text: single-drive and "
                        "single-link faults injected", aggregation="sum", threshold=0),
         ],
     },

@@ -7,8 +7,9 @@ read-back per array. The derived samples are stored beside the measured ones and
 ``gates.evaluation`` like any other sample.
 
 The G3 comparison marks a figure ``invalid`` (a label with the reason, which evaluation turns into
-``insufficient``) when an arm's engine shows no external-tier hit (the tier under test was not
-used) or when the working set does not exceed the host-memory tier (hits may come from DRAM).
+``insufficient``) when an arm's tier evidence does not show the tier under test was used
+(``_tier_invalid``: the window from the eviction, the GPU prefix cache reset, external hits, the
+working set against GPU KV + DRAM tier, and for the array arm its storage tier).
 """
 
 from __future__ import annotations
@@ -203,7 +204,15 @@ COMPARISONS: dict[str, tuple[str, Callable[[float, float], float]]] = {
     "ttft_reduction": ("ttft_p50", lambda arm, base: 1 - arm / base),
     "throughput_gain": ("output_throughput", lambda arm, base: arm / base - 1),
 }
-_TIER_EVIDENCE = ("external_prefix_cache_hit_tokens", "working_set_bytes", "host_tier_bytes")
+_TIER_EVIDENCE = ("external_prefix_cache_hit_tokens", "working_set_bytes", "host_tier_bytes",
+                  "gpu_kv_tokens", "kv_bytes_per_token", "storage_tier_hit_tokens",
+                  "rdma_read_bytes", "prefix_cache_reset")
+#: RUNBOOK §4.2: the working set must exceed GPU KV capacity + CPU tier by at least this factor.
+WORKING_SET_FACTOR = 2.0
+#: RUNBOOK §4.4: RDMA bytes read in the window vs external hits × KV bytes per token.
+CROSS_CHECK_TOLERANCE = 0.15
+#: The scrape the tier evidence window must start from (the flush's, after the warm-up).
+WINDOW_START = "evicted"
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -223,7 +232,17 @@ def _round_key(label: str) -> tuple[int, str]:
 
 def _tier_invalid(node: str, arm: str, round_: str,
                   evidence: dict[str, Sample]) -> tuple[str, tuple[int, ...]]:
-    """Why the arm pass cannot count ("" when it can) and the evidence ids judged."""
+    """Why the arm pass cannot count ("" when it can) and the evidence ids judged.
+
+    An arm with a KV tier counts only when (RUNBOOK §4.2-4.4): its evidence window runs from the
+    eviction to the end of the measured pass (label ``window`` ``evicted→…``: hits of the
+    warm-up say nothing about the measured pass); the GPU prefix cache was reset before it
+    (``prefix_cache_reset`` 1); it has external-tier hits; its working set is at least
+    ``WORKING_SET_FACTOR`` × (GPU KV capacity in bytes + the DRAM tier of all TP ranks); and,
+    for an arm other than the local-NVMe baseline (the array), the hits came from the storage
+    tier, not LMCache's CPU tier: LMCache's L2 hits (MP mode) when present, else the RDMA bytes
+    read in the same window within ±15 % of hits × KV bytes per token.
+    """
     ids = tuple(s.id for s in evidence.values())
     if arm in TIERLESS_ARMS:
         return "", ids
@@ -232,17 +251,64 @@ def _tier_invalid(node: str, arm: str, round_: str,
     if hits is None:
         return (f"no external-tier hit count from the engine's /metrics ({where}): the use of "
                 f"the {arm} tier cannot be shown"), ids
+    window = hits.labels.get("window", "")
+    if not window.startswith(WINDOW_START + "→"):
+        return (f"the tier evidence window runs {window or 'from engine start'}, not from the "
+                f"eviction to the end of the measured pass ({where}): warm-up hits would "
+                f"count for the measured pass"), ids
     if hits.value <= 0:
-        return f"no external-tier hits: the {arm} tier was not used ({where})", ids
+        return (f"no external-tier hits: the {arm} tier was not used ({where}; window "
+                f"{window})"), ids
+    reset = evidence.get("prefix_cache_reset")
+    if reset is None or reset.value != 1:
+        return (f"the GPU prefix cache was not reset between warm-up and measured pass "
+                f"({where}): the measured pass may have hit HBM, not the {arm} tier"), ids
+    reason = _sizing_invalid(arm, where, evidence)
+    if reason or arm == BASELINE_ARM:
+        return reason, ids
+    return _storage_invalid(arm, where, hits, evidence), ids
+
+
+def _sizing_invalid(arm: str, where: str, evidence: dict[str, Sample]) -> str:
     working_set, host = evidence.get("working_set_bytes"), evidence.get("host_tier_bytes")
-    if working_set is None or host is None:
-        return (f"no tier sizing ({where}): it cannot be shown that the working set exceeds "
-                f"the host-memory tier"), ids
-    if working_set.value <= host.value:
-        return (f"the working set ({working_set.value / 1e9:.1f} GB) does not exceed the "
-                f"host-memory tier ({host.value / 1e9:.1f} GB) ({where}): hits may come from "
-                f"DRAM, not the {arm} tier"), ids
-    return "", ids
+    gpu, per_token = evidence.get("gpu_kv_tokens"), evidence.get("kv_bytes_per_token")
+    if working_set is None or host is None or gpu is None or per_token is None:
+        missing = [name for name, s in (("working set", working_set), ("DRAM tier", host),
+                                         ("GPU KV capacity", gpu),
+                                         ("KV bytes per token", per_token)) if s is None]
+        return (f"no tier sizing ({', '.join(missing)} missing; {where}): it cannot be shown "
+                f"that the working set exceeds what GPU and DRAM hold")
+    gpu_bytes = gpu.value * per_token.value
+    bound = WORKING_SET_FACTOR * (gpu_bytes + host.value)
+    if not at_least(working_set.value, bound):
+        return (f"the working set ({working_set.value / 1e9:.1f} GB) is below "
+                f"{WORKING_SET_FACTOR:g} × (GPU KV {gpu_bytes / 1e9:.1f} GB + DRAM tier "
+                f"{host.value / 1e9:.1f} GB) = {bound / 1e9:.1f} GB ({where}): hits may come "
+                f"from HBM or DRAM, not the {arm} tier")
+    return ""
+
+
+def _storage_invalid(arm: str, where: str, hits: Sample, evidence: dict[str, Sample]) -> str:
+    l2 = evidence.get("storage_tier_hit_tokens")
+    if l2 is not None:
+        return "" if l2.value > 0 else (
+            f"LMCache counted no storage-tier (L2) hit ({where}): the {hits.value:.0f} "
+            f"external hits came from its CPU tier, not the {arm} tier")
+    rdma, per_token = evidence.get("rdma_read_bytes"), evidence.get("kv_bytes_per_token")
+    if rdma is None or per_token is None:
+        return (f"neither LMCache's storage-tier hits nor the RDMA bytes read in the window "
+                f"({where}): the external hits may come from LMCache's CPU tier; the {arm} "
+                f"tier's use cannot be shown")
+    expected = hits.value * per_token.value
+    ratio = rdma.value / expected
+    if not (at_least(ratio, 1 - CROSS_CHECK_TOLERANCE)
+            and at_most(ratio, 1 + CROSS_CHECK_TOLERANCE)):
+        return (f"RDMA bytes read in the window {rdma.value / 1e9:.2f} GB vs external hits × KV "
+                f"bytes per token {hits.value:.0f} × {per_token.value:.0f} B = "
+                f"{expected / 1e9:.2f} GB: ratio {ratio:.3f}, outside "
+                f"1 ± {CROSS_CHECK_TOLERANCE:g} ({where}): the hits did not come from the "
+                f"{arm} tier (LMCache's CPU tier?)")
+    return ""
 
 
 def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:

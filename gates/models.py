@@ -173,6 +173,13 @@ class Criterion(models.Model):
     source = models.CharField(max_length=200)
     min_samples = models.PositiveSmallIntegerField(default=1)
     blocking = models.BooleanField(default=True)
+    reference_figure = models.CharField(
+        max_length=64, blank=True,
+        help_text="the reference figure its bounds come from (acceptance_core.profiles.FIGURES); "
+                  "empty: its bounds are its own")
+    reference_profile = models.CharField(
+        max_length=64, blank=True,
+        help_text="the reference profile whose figure the bounds hold (the engagement's)")
 
     class Meta:
         ordering = ["gate", "position"]

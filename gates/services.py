@@ -28,12 +28,22 @@ from acceptance.units import measurement_text
 from gates import derivations, evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import OPERATOR_BOUNDS, Criterion, CriterionVerdict, Decision, Gate
+from gates.reference import (
+    DETACH_FIELDS,
+    ProfileRefused,
+    bound_edit_detach,
+    profile_mismatch,
+    seed_plan,
+    seed_values,
+)
 
 SERVICE_ACTOR = "acceptance service (automatic evaluation)"
 CRITERION_FIELDS = (
     "metric", "label_filter", "aggregation", "operator", "threshold", "threshold_high",
     "reference_value", "tolerance", "above_range_verdict", "unit", "min_samples", "blocking",
 )
+# Kept in a criterion and its verdicts' snapshots, not in the evaluation's spec.
+REFERENCE_FIELDS = ("reference_figure", "reference_profile")
 
 
 class GateRefused(Exception):
@@ -41,17 +51,22 @@ class GateRefused(Exception):
 
 
 def gates_seed(*, engagement: Engagement) -> list[Gate]:
-    """Copy the default gates G1–G4 and their criteria into ``engagement``."""
+    """Copy the default gates G1–G4 and their criteria into ``engagement``, the figures of its
+    reference profile in the criteria that compare with one (``gates.reference``; ProfileRefused
+    naming profile and figure when the profile lacks one)."""
     gates = []
+    profile = engagement.reference_profile
     for order, definition in enumerate(DEFAULT_GATES, start=1):
         gate = Gate.objects.create(
             engagement=engagement, code=definition["code"], name=definition["name"], order=order,
             due_week=definition["due_week"], description=definition["description"],
-            probe_plan=definition["probe_plan"], defaults_sha256=definition_sha256(definition),
+            probe_plan=seed_plan(definition, profile),
+            defaults_sha256=definition_sha256(definition),
         )
         Criterion.objects.bulk_create(
             Criterion(gate=gate, position=position, key=c["key"], description=c["description"],
-                      source=c["source"], **{f: c[f] for f in CRITERION_FIELDS if f in c})
+                      **{**{f: c[f] for f in ("source", *CRITERION_FIELDS, *REFERENCE_FIELDS)
+                            if f in c}, **seed_values(definition, c, profile)})
             for position, c in enumerate(definition["criteria"], start=1)
         )
         gates.append(gate)
@@ -135,6 +150,13 @@ def engagement_create(*, name: str, customer: str, start_date: date | str, is_la
         engagement.full_clean(exclude=["customer"])
     except ValidationError as error:
         errors.update(error.message_dict)
+    if "reference_profile" not in errors:
+        try:
+            for definition in DEFAULT_GATES:
+                for criterion in definition["criteria"]:
+                    seed_values(definition, criterion, reference_profile)
+        except ProfileRefused as error:
+            errors["reference_profile"] = [str(error)]
     try:
         rows = _arrays_build(engagement, list(arrays))
     except ValidationError as error:
@@ -243,6 +265,9 @@ def gate_check_runnable(*, gate: Gate) -> None:
     if gate.runs.filter(state__in=["queued", "running", "evaluating"]).exists():
         raise GateRefused(_("%(gate)s: a run of it is already in progress.") % {
             "gate": gate.code})
+    mismatch = profile_mismatch(gate)
+    if mismatch:
+        raise GateRefused(mismatch)
 
 
 def criterion_spec(criterion: Criterion) -> evaluation.CriterionSpec:
@@ -252,7 +277,7 @@ def criterion_spec(criterion: Criterion) -> evaluation.CriterionSpec:
 
 
 def criterion_snapshot(criterion: Criterion) -> dict:
-    snapshot = {f: getattr(criterion, f) for f in CRITERION_FIELDS}
+    snapshot = {f: getattr(criterion, f) for f in (*CRITERION_FIELDS, *REFERENCE_FIELDS)}
     snapshot.update(key=criterion.key, description=criterion.description,
                     source=criterion.source,
                     requirement=evaluation.threshold_text(criterion_spec(criterion)))
@@ -481,12 +506,14 @@ def criterion_threshold_edit(*, criterion: Criterion, actor: str, reason: str,
     except ValidationError as error:
         field, messages = next(iter(error.message_dict.items()))
         raise ThresholdInvalid(field, messages[0]) from None
-    criterion.save(update_fields=list(fields))
+    left = bound_edit_detach(old, new, criterion, reason)
+    criterion.save(update_fields=list(fields) + (list(DETACH_FIELDS) if left else []))
     AuditEntry.objects.create(
         engagement=gate.engagement, actor=actor, action="criterion threshold changed",
         reason=reason.strip(),
         details={"gate": gate.code, "criterion": criterion.key, "metric": criterion.metric,
                  "old": old, "new": new, "old_requirement": old_requirement,
-                 "new_requirement": evaluation.threshold_text(criterion_spec(criterion))},
+                 "new_requirement": evaluation.threshold_text(criterion_spec(criterion)),
+                 **({"left_reference_profile": left} if left else {})},
     )
     return criterion

@@ -19,6 +19,7 @@ plan's steady-state numbers, time compression, planned requests per window, faul
 
 from __future__ import annotations
 
+from acceptance_core.profiles import PROFILES
 from gates.models import Decision
 from gates.services import array_drive_plans, node_array_line_rates, readback_plan
 from runners.models import Measurement
@@ -35,6 +36,17 @@ _SPEC_FIELDS = ("key", "metric", "label_filter", "aggregation", "operator", "thr
 def _measurement(m) -> dict:
     return {"metric": m.metric, "value": m.value, "unit": m.unit, "labels": dict(m.labels),
             "node": m.node.name if m.node else ""}
+
+
+def _reference_profile(criteria: list[dict]) -> dict | None:
+    """The reference profile the criteria's figures come from (key and title); None when no
+    criterion compares with one. Several would be a mix: the first is named and the verifier
+    reports every criterion that holds another."""
+    keys = [c["reference_profile"] for c in criteria if c.get("reference_profile")]
+    if not keys:
+        return None
+    profile = PROFILES.get(keys[0])
+    return {"key": keys[0], "title": profile.title if profile else ""}
 
 
 def _readback(decision: Decision) -> dict | None:
@@ -54,6 +66,7 @@ def decision_basis(decision: Decision) -> dict:
         criteria.append({
             **spec, "requirement": snapshot.get("requirement", ""),
             "reference_source": snapshot.get("source", ""),
+            "reference_profile": snapshot.get("reference_profile", ""),
             "recorded": {"measured": v.measured_value, "verdict": v.verdict},
         })
     runs = []
@@ -84,6 +97,7 @@ def decision_basis(decision: Decision) -> dict:
         "outcome": decision.outcome,
         "derivation": "soak_spans" if soak is not None else "gate",
         "criteria": criteria,
+        "reference_profile": _reference_profile(criteria),
         "arrays": {node: [array, rate] for node, (array, rate) in sorted(arrays.items())},
         "drives": {node: {"array": plan.array, "drive_model": plan.drive_model,
                           "expected": plan.expected} for node, plan in sorted(drives.items())},

@@ -305,6 +305,7 @@ def _section_view(section: GateSection, runs: list[_RunView], english: bool) -> 
         "decided_by": section.decided_by,
         "criteria": [_criterion(row) for row in section.criteria],
         "verdict_summary": _verdict_summary(section.criteria),
+        "reference_profile": (section.basis or {}).get("reference_profile"),
         "charts": section.charts,
         "runs": [r for r in runs if r.gate == section.gate_code],
     }

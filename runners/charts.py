@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from django.utils.translation import gettext as _
 
 from acceptance.units import measurement_text
-from gates.defaults import LINE_EFFICIENCY_MIN, R2_LOCAL_NVME_C16_TTFT_P50_S
+from gates.defaults import LINE_EFFICIENCY_MIN
 from runners.models import GateRun
 
 WIDTH = 380
@@ -389,7 +389,8 @@ CHARTED_METRICS = ("ttft_p50", "read_bandwidth", "rx_bandwidth", "link_speed",
 def gate_run_charts(gate_run: GateRun) -> list[Chart]:
     """The charts of ``gate_run``'s evidence (its own and what a per-node re-run carries),
     drawn against the gate's own criteria: the line-efficiency threshold and the TTFT
-    reference (R2 by default when the gate judges TTFT p50 without one)."""
+    reference of the engagement's reference profile (none drawn when no criterion holds one:
+    never another profile's figure)."""
     return gate_run_chart_parts(gate_run)[0]
 
 
@@ -406,8 +407,6 @@ def gate_run_chart_parts(gate_run: GateRun, *, node_limit: int | None = None,
             threshold = criterion.threshold
         if criterion.metric == "ttft_p50" and criterion.reference_value is not None:
             reference_s = criterion.reference_value
-    if reference_s is None and any(c.metric == "ttft_p50" for c in criteria):
-        reference_s = R2_LOCAL_NVME_C16_TTFT_P50_S
     simulated_runs = set(gate_run.evidence_probe_runs().filter(simulated=True).values_list(
         "id", flat=True))
     lab = gate_run.gate.engagement.is_lab

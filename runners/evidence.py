@@ -66,6 +66,8 @@ SPOOL_BYTES = 1 << 20  # a bundle's files stay in memory up to this, then go to 
 CHUNK_BYTES = 64 << 10
 SAFE_NAME = re.compile(r"(manifest\.json|runs/[0-9]{3,5}-[a-z0-9_]{1,64}\.std(out|err))")
 TEMPLATE = Path(__file__).resolve().parent / "collect" / "collector.py.tmpl"
+#: Modules of runners.parsers a parser imports besides base (sent with it in the script).
+PARSER_HELPERS = {"vllm_metrics": ("kv_bytes",)}
 PLACEHOLDERS = {"device": "/dev/nvme9999"}  # stands for a discovered item; replaced on the node
 
 # A bundle is bytes or an open binary file (an upload, a file the command opened).
@@ -115,9 +117,12 @@ def collection_script(*, gate: Gate, node: Node) -> str:
         raise EvidenceRefused(f"{gate.code} runs no probe on {node.name} (role {node.role})")
     plan = {"engagement": gate.engagement.name, "gate": gate.code, "node": node.name,
             "steps": steps}
-    needed = {"base"} | {s["parser"] for s in steps}
+    parsers = {s["parser"] for s in steps}
+    helpers = {"base"} | {h for p in parsers for h in PARSER_HELPERS.get(p, ())}
+    # helpers first (a parser imports them as it is loaded), base before all
     sources = [[name, (Path(PARSERS["fio"].__file__).parent / f"{name}.py").read_text()]
-               for name in sorted(needed, key=lambda n: n != "base")]
+               for name in sorted(helpers | parsers,
+                                  key=lambda n: (n != "base", n not in helpers, n))]
     text = TEMPLATE.read_text()
     text = text.replace("__PLAN__", base64.b64encode(json.dumps(plan).encode()).decode())
     return text.replace("__PARSER_SOURCES__",

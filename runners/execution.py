@@ -100,15 +100,33 @@ def _fold_output(run: ProbeRun, recorder: OutputRecorder) -> None:
 
 
 def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
-            fields: list[str]) -> None:
+            fields: list[str], *, parse: bool = False) -> None:
     """Save the run's result — its live files renamed to their sha256 names and indexed on the
     row — while the job is still this worker's (LeaseLost otherwise), reconnecting to the
-    database when its connection was lost."""
-    _fold_output(run, recorder)  # files only: done once, whatever the database does
+    database when its connection was lost.
 
+    With ``parse`` the stored stdout (its file and sha256 already kept) is parsed in memory
+    first, and the result, the parse's verdict and the measurements are one fenced transaction:
+    one lease check, one row update and one insert. A parser that breaks unexpectedly still
+    leaves the result saved (state ``parsing``, the raw output indexed) before its error goes
+    on."""
+    _fold_output(run, recorder)  # files only: done once, whatever the database does
+    rows: list[Measurement] = []
+    if parse:
+        try:
+            rows = intake.raw_output_measure(run)
+        except Exception:
+            run.state = ProbeRun.State.PARSING
+            _save(ctx, run, fields, [])
+            raise
+    _save(ctx, run, fields, rows)
+
+
+def _save(ctx: _JobContext, run: ProbeRun, fields: list[str], rows: list[Measurement]) -> None:
     def save() -> None:
         with held(ctx.job):
             run.save(update_fields=fields)
+            intake.measurements_insert(run, rows)
 
     db_retry(save, what=f"probe run {run.id}")
 
@@ -165,12 +183,14 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
         with held(job):
             run.save()
         return run
-    lease_renew(job)  # a probe starts only on a job still this worker's
     version = _tool_version(ctx, spec)
-    with held(job):
+    # The token names the run's process group on the node: the job's id and 64 random bits,
+    # known before the row is written, so the start is one fenced insert.
+    run.remote_token = f"pr-{job.id}-{secrets.token_hex(8)}"
+    with held(job) as cancelled:  # a probe starts only on a job still this worker's
+        if cancelled and cancellable:  # rolled back: no run row, nothing sent to the node
+            raise CommandCancelled("cancelled before the next probe")
         run.save()
-        run.remote_token = f"pr-{run.id}-{secrets.token_hex(4)}"
-        run.save(update_fields=["remote_token"])
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
     recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15
@@ -234,12 +254,9 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     if result.exit_code is None or not spec.parse_exit(result.exit_code):
         run.state = ProbeRun.State.FAILED
         run.error_kind, run.error = intake.exit_error(result.exit_code, recorder.stderr_tail)
-    else:
-        run.state = ProbeRun.State.PARSING
-    _settle(ctx, run, recorder, fields)
-    if run.state == ProbeRun.State.PARSING:
-        with held(job):  # measurements only from a job still this worker's
-            intake.raw_output_parse(run)
+        _settle(ctx, run, recorder, fields)
+    else:  # measurements only from a job still this worker's, with the result
+        _settle(ctx, run, recorder, fields, parse=True)
     return run
 
 
@@ -295,9 +312,13 @@ def node_job_execute(*, node_job_id: int) -> None:
             ctx = _JobContext(job, connection, {})
             try:
                 for step in steps:
-                    if cancel_requested(gate_run.id):
-                        raise CommandCancelled("cancelled before the next probe")
                     spec = probe(step["probe"])
+                    # A probe's start reads the cancel request with its lease (``held``); a
+                    # step that waits or touches the node first reads it here.
+                    if (step.get("barrier") or step.get("for_each") or (
+                            "result_dir" in spec.params and ctx.result_dir is None)) and \
+                            cancel_requested(gate_run.id):
+                        raise CommandCancelled("cancelled before the next probe")
                     if step.get("barrier"):
                         barrier_wait(job=job, name=step["barrier"])
                     if "result_dir" in spec.params and ctx.result_dir is None:

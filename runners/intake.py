@@ -68,35 +68,55 @@ def parse_failed(run: ProbeRun, error: ParseError) -> None:
 def measurements_store(run: ProbeRun, rows: Iterable[Measurement]) -> list[Measurement]:
     """Store unsaved measurement rows read from ``run``: each gets the run's gate run, node and
     arm and the run's labels, then the run is marked parsed."""
-    rows = list(rows)
-    for row in rows:
-        row.gate_run_id, row.probe_run, row.node = run.gate_run_id, run, run.node
-        row.labels = {**row.labels, **run.labels}
-        row.arm = row.arm or run.arm
-    stored = Measurement.objects.bulk_create(rows)
+    stored = measurements_insert(run, rows)
     run.state = ProbeRun.State.PARSED
     run.save(update_fields=["state"])
     return stored
 
 
-def raw_output_parse(run: ProbeRun, raw: bytes | None = None) -> list[Measurement]:
-    """Parse ``raw`` (the run's stored stdout by default) with the run's registered parser and
-    store the measurements; a parse failure fails the run (:func:`parse_failed`), and so does
-    a stored output larger than ``ACCEPTANCE_PARSE_MAX_BYTES`` (parsers read it whole)."""
+def measurements_insert(run: ProbeRun, rows: Iterable[Measurement]) -> list[Measurement]:
+    """Insert unsaved measurement rows of ``run`` (its gate run, node, arm and labels added), in
+    one statement; the caller saves the run's state."""
+    rows = list(rows)
+    for row in rows:
+        row.gate_run_id, row.probe_run, row.node_id = run.gate_run_id, run, run.node_id
+        row.labels = {**row.labels, **run.labels}
+        row.arm = row.arm or run.arm
+    return Measurement.objects.bulk_create(rows) if rows else []
+
+
+def raw_output_measure(run: ProbeRun, raw: bytes | None = None) -> list[Measurement]:
+    """Parse ``raw`` (the run's stored stdout by default: its file and sha256 are kept before
+    this) in memory with the run's registered parser: the unsaved measurement rows, and
+    ``run.state`` set to PARSED; or no rows and the run failed with kind ``parse`` (the
+    parser's own words, or a stored output larger than ``ACCEPTANCE_PARSE_MAX_BYTES``: parsers
+    read it whole). Nothing is written: the caller saves the run and inserts the rows."""
     if raw is None:
         limit = int(settings.PARSE_MAX_BYTES)
         if run.stdout_size > limit:
             run.state, run.error_kind = ProbeRun.State.FAILED, "parse"
             run.error = (f"stdout of {run.stdout_size} bytes is larger than the parsers read "
                          f"({limit} bytes, ACCEPTANCE_PARSE_MAX_BYTES); the raw output is kept")
-            run.save(update_fields=["state", "error_kind", "error"])
             return []
         raw = outputs.output_bytes(run, "stdout")
     try:
         parsed = parse_output(run.parser, raw)
     except ParseError as error:
-        parse_failed(run, error)
+        run.state, run.error_kind, run.error = ProbeRun.State.FAILED, "parse", str(error)
         return []
-    return measurements_store(run, (
-        Measurement(metric=m.metric, value=m.value, unit=m.unit, labels=dict(m.labels))
-        for m in parsed))
+    run.state = ProbeRun.State.PARSED
+    return [Measurement(metric=m.metric, value=m.value, unit=m.unit, labels=dict(m.labels))
+            for m in parsed]
+
+
+def raw_output_parse(run: ProbeRun, raw: bytes | None = None) -> list[Measurement]:
+    """Parse ``raw`` (the run's stored stdout by default) with the run's registered parser and
+    store the measurements; a parse failure fails the run (:func:`parse_failed`), and so does
+    a stored output larger than ``ACCEPTANCE_PARSE_MAX_BYTES`` (parsers read it whole)."""
+    rows = raw_output_measure(run, raw)
+    if run.state != ProbeRun.State.PARSED:
+        run.save(update_fields=["state", "error_kind", "error"])
+        return []
+    stored = measurements_insert(run, rows)
+    run.save(update_fields=["state"])
+    return stored

@@ -56,20 +56,47 @@ def _ours(job: NodeJob):
     return NodeJob.objects.filter(id=job.id, lease=job.lease, state__in=NodeJob.ACTIVE)
 
 
+# The fenced heartbeat of every step, written once as SQL (it runs several times a probe; the
+# ORM spent about as much CPU building it as the database spent running it). It also answers
+# whether the job's gate run was asked to cancel, so a probe's start needs no second query.
+_RENEW_SQL = (
+    'UPDATE "runners_nodejob" SET "heartbeat_at" = %s WHERE ("runners_nodejob"."id" = %s AND '
+    '"runners_nodejob"."lease" = %s AND "runners_nodejob"."state" IN (%s, %s)) RETURNING ('
+    'SELECT "runners_gaterun"."cancel_requested_at" IS NOT NULL FROM "runners_gaterun" '
+    'WHERE "runners_gaterun"."id" = "runners_nodejob"."gate_run_id")'
+)
+
+
+def _renew(job: NodeJob) -> bool:
+    """The fenced heartbeat; whether the gate run was asked to cancel. LeaseLost when the job
+    is no longer ours."""
+    now = db_connection.ops.adapt_datetimefield_value(timezone.now())
+    with db_connection.cursor() as cursor:
+        cursor.execute(_RENEW_SQL, [now, job.id, job.lease, *map(str, NodeJob.ACTIVE)])
+        row = cursor.fetchone()
+    if row is None:
+        raise LeaseLost(f"node job {job.id} is no longer this worker's (declared lost or "
+                        f"settled meanwhile): stopping without touching the node")
+    return bool(row[0])
+
+
 def lease_renew(job: NodeJob, **fields) -> None:
     """Heartbeat (and set ``fields``) on a job that is still ours; LeaseLost when it is not."""
+    if not fields:
+        _renew(job)
+        return
     if not _ours(job).update(heartbeat_at=timezone.now(), **fields):
         raise LeaseLost(f"node job {job.id} is no longer this worker's (declared lost or "
                         f"settled meanwhile): stopping without touching the node")
 
 
 @contextmanager
-def held(job: NodeJob) -> Iterator[None]:
+def held(job: NodeJob) -> Iterator[bool]:
     """A transaction in which the job is ours and stays ours: LeaseLost (nothing written) when
-    it is not. Saves of a probe run's result happen inside it."""
+    it is not. Saves of a probe run's result happen inside it. Yields whether the job's gate
+    run was asked to cancel (read in the same statement as the lease)."""
     with transaction.atomic():
-        lease_renew(job)  # the row stays locked by this update until the block commits
-        yield
+        yield _renew(job)  # the row stays locked by this update until the block commits
 
 
 def db_retry(write: Callable[[], T], *, what: str) -> T:

@@ -19,10 +19,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
+from django.conf import settings
+from django.db.models import Exists
 
 from runners import outputs
-from runners.lease import lease_renew
+from runners.lease import LeaseLost, lease_renew
 from runners.models import GateRun, NodeJob, OutputChunk, ProbeRun
 from runners.probes import SIMULATED_MARKER
 from runners.transport import OutputCapReached
@@ -83,18 +84,22 @@ class OutputRecorder:
         return False
 
     def flush(self) -> None:
-        """Make what arrived readable (file flushed, sizes on the row) and heartbeat."""
+        """Make what arrived readable (file flushed, sizes on the row) and heartbeat.
+
+        One fenced statement: the sizes are written only while the job is still this worker's
+        (a worker whose job was declared lost stores nothing more: ``LeaseLost`` stops the
+        command); the job's own heartbeat is written at most every ``HEARTBEAT_EVERY_S``."""
         self.last_flush = time.monotonic()
         for file in self.files.values():
             file.flush()
-        with transaction.atomic():
-            # The job's lease first: a worker whose job was declared lost stores nothing more
-            # (runners.lease.LeaseLost rolls this back and stops the command).
-            lease_renew(self.job)
-            ProbeRun.objects.filter(id=self.run.id).update(
+        ours = NodeJob.objects.filter(id=self.job.id, lease=self.job.lease,
+                                      state__in=NodeJob.ACTIVE)
+        if not ProbeRun.objects.filter(id=self.run.id).filter(Exists(ours)).update(
                 stdout_size=self.files["stdout"].size, stderr_size=self.files["stderr"].size,
-                progress=self.progress,
-            )
+                progress=self.progress):
+            raise LeaseLost(f"node job {self.job.id} is no longer this worker's (declared lost "
+                            f"or settled meanwhile): its output is not stored further")
+        heartbeat(self.job)
 
     def finish(self) -> dict[str, outputs.StoredOutput]:
         """Both streams renamed to their sha256 names (the caller records them on the row)."""
@@ -116,10 +121,13 @@ _last_beats_lock = threading.Lock()
 
 def heartbeat(job: NodeJob) -> None:
     """Mark ``job`` alive: at most one write every ``HEARTBEAT_EVERY_S`` per job and process
-    (a step of a few milliseconds need not write one each)."""
+    (a step of a few milliseconds need not write one each), and at least four times within
+    ``RUNS_LOST_AFTER_SECONDS`` when that is set shorter. A running probe's live flushes call
+    it too, so a long command keeps its job alive."""
+    every = min(HEARTBEAT_EVERY_S, float(settings.RUNS_LOST_AFTER_SECONDS) / 4)
     now = time.monotonic()
     with _last_beats_lock:
-        if now - _last_beats.get(job.id, -HEARTBEAT_EVERY_S) < HEARTBEAT_EVERY_S:
+        if now - _last_beats.get(job.id, -every) < every:
             return
         _last_beats[job.id] = now
         if len(_last_beats) > 4096:  # ended jobs: forget the oldest

@@ -77,17 +77,29 @@ def planned_probe_count(gate: Gate, node: Node) -> int:
     return sum(drives if step.get("for_each") else 1 for step in node_steps(gate, node))
 
 
+def _firsts(gate: Gate) -> dict[tuple, int]:
+    """The first node by name of each role (``(role,)``) and of each role and array (``(role,
+    array_id)``) of the gate's engagement: one query, kept on this ``gate`` instance (a page
+    listing 128 nodes asked twice per node before)."""
+    kept = gate.__dict__.get("_plan_firsts")
+    if kept is None:
+        kept = {}
+        for pk, role, array_id in gate.engagement.nodes.order_by("name").values_list(
+                "pk", "role", "array_id"):
+            kept.setdefault((role,), pk)
+            kept.setdefault((role, array_id), pk)
+        gate.__dict__["_plan_firsts"] = kept
+    return kept
+
+
 def _selects(step: dict, gate: Gate, node: Node) -> bool:
     chosen = step.get("nodes", "all")
     if chosen == "all":
         return True
     if chosen == "first":
-        first = gate.engagement.nodes.filter(role=node.role).order_by("name").first()
-        return first is not None and first.pk == node.pk
+        return _firsts(gate).get((node.role,)) == node.pk
     if chosen == "first_per_array":  # one node per array: a single-array test (G2's fio)
-        first = gate.engagement.nodes.filter(role=node.role, array_id=node.array_id).order_by(
-            "name").first()
-        return first is not None and first.pk == node.pk
+        return _firsts(gate).get((node.role, node.array_id)) == node.pk
     if isinstance(chosen, list):
         return node.name in chosen
     raise PlanError(f"{gate.code}: 'nodes' must be 'all', 'first', 'first_per_array' or a "

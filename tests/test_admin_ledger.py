@@ -85,7 +85,7 @@ def test_an_engagements_state_and_stop_reason_are_read_only(client, root, ledger
     response = client.post(admin_url(Engagement, "change", engagement.pk), {
         "name": "acme-1", "customer": engagement.customer_id, "start_date": "2026-11-02",
         "state": "active", "stopped_reason": "", "report_language": "en",
-        "reference_profile": "R2-MI308X-TP8", "max_parallel_nodes": "16",
+        "reference_profile": "R2-c16", "max_parallel_nodes": "16",
         "arrays-TOTAL_FORMS": "0", "arrays-INITIAL_FORMS": "0"})
     assert response.status_code == 302
     engagement.refresh_from_db()
@@ -104,7 +104,7 @@ def test_an_engagement_added_in_the_admin_gets_its_gates_seeded(client, root):
     client.force_login(root)
     response = client.post(admin_url(Engagement, "add"), {
         "name": "acme-prod", "customer": acme.pk, "start_date": "2026-11-02",
-        "report_language": "en", "reference_profile": "R2-MI308X-TP8",
+        "report_language": "en", "reference_profile": "R2-c16",
         "max_parallel_nodes": "16",
         "arrays-TOTAL_FORMS": "1", "arrays-INITIAL_FORMS": "0",
         "arrays-0-model": "FX100", "arrays-0-serial": "FX100-0001",

@@ -30,10 +30,11 @@ Schema (every value plain JSON)::
      "fio": {"device": str, "read_bandwidth": float},
      "bench": {"concurrency": int, "median_ttft_ms": float, "output_throughput": float,
                "num_prompts": int},
-     "kv": {"host_tier_gb": float, "kv_bytes_per_token": int,
+     "kv": {"host_tier_gb": float, "kv_bytes_per_token": int, "gpu_kv_tokens": int,
             "warmup": {"median_ttft_ms": float, "output_throughput": float},
             "arms": {ARM: {"median_ttft_ms": [float, ...], "output_throughput": [float, ...],
-                           "external_hit_ratio": float}}},
+                           "external_hit_ratio": float, "warmup_hit_ratio"?: float,
+                           "storage_hit_ratio"?: float, "failed"?: [int, ...]}}},
      "rdma": {"device": str, "port": int, "array_port_readback": float,
               "rx_bandwidth": float | None, "planned_nodes": int | None,
               "min_overlap_s": float, "readback_pass_s": float, "stagger_s": float,
@@ -80,14 +81,22 @@ local-NVMe arm, concurrency 16: TTFT p50 17.31 s, 53.6 tok/s (G2 passes within �
   * ``host_tier_gb`` — ``max_local_cpu_size`` the lab writes into its LMCache configs, per TP
     rank (the host-memory tier the working set must exceed is this × the ranks, RUNBOOK §4.2).
   * ``kv_bytes_per_token`` — bytes of KV cache per token; the engine stand-in counts external
-    hits × this as bytes read from the array tier (``lmcache:num_remote_read_bytes``).
+    hits × this as bytes read from the array tier (``lmcache:num_remote_read_bytes``, and over
+    the node's RDMA port: the ``cat`` stand-in's ``port_rcv_data`` in a comparison window).
+  * ``gpu_kv_tokens`` — the engine's GPU KV capacity, logged at start as vLLM does ("GPU KV
+    cache size: N tokens"); the working set must be ≥ 2 × (this × KV bytes per token + the
+    DRAM tier of all ranks) (RUNBOOK §4.2).
   * ``warmup`` — what a warm-up (populate) pass prints: the tier is cold, so prefill is
     recomputed (R2 full recompute, c16).
   * ``arms`` — per arm (``local``, ``array``, ``recompute``) the measured pass's figures, one per
     round (round 1, 2, …; the last repeats for later rounds), and ``external_hit_ratio``: the
     share of each prefix's first request served by the external tier (LMCache) in a measured
     pass; 0 means the tier was never hit (an invalid arm). An engine started without
-    ``--kv-transfer-config`` never reports external hits.
+    ``--kv-transfer-config`` never reports external hits. Optional: ``warmup_hit_ratio`` the
+    same share hit in the warm-up pass (default 0); ``storage_hit_ratio`` the share of the
+    array arm's hits its storage tier served (default 1; the rest came from LMCache's CPU tier
+    and crossed no RDMA port); ``failed`` failed requests of the measured pass per round
+    (default none; ``completed`` is the prompts less these, as vLLM's client counts).
 ``rdma`` — the inference node's RDMA port (RUNBOOK §3.3): ``device`` and ``port`` name the sysfs
 counter ``/sys/class/infiniband/DEV/ports/PORT/counters/port_rcv_data`` the ``cat`` stand-in
 simulates (4-byte words, growing at the node's read-back rate). ``array_port_readback`` is
@@ -197,11 +206,14 @@ def _healthy() -> dict:
             "num_prompts": 256,
         },
         "kv": {
-            # max_local_cpu_size of the lab's LMCache configs: 40 GB per TP rank, × 8 ranks
-            # = 343.6 GB (GiB counted), below the working set (64 prefixes × 30000 tokens ×
-            # 253952 B ≈ 487.6 GB). 64 GB per rank would be 549.8 GB: scenario dram-tier-per-rank.
-            "host_tier_gb": 40,
+            # RUNBOOK §4.2: working set (64 prefixes × 30000 tokens × 253952 B = 487.6 GB)
+            # ≥ 2 × (GPU KV + DRAM tier). max_local_cpu_size 8 GB per TP rank × 8 ranks =
+            # 68.7 GB (GiB counted); GPU KV 600,000 tokens × 253952 B = 152.4 GB; 2 × 221.1 =
+            # 442.2 GB ≤ 487.6 GB. 64 GB per rank would be 549.8 GB: scenario
+            # dram-tier-per-rank.
+            "host_tier_gb": 8,
             "kv_bytes_per_token": KV_BYTES_PER_TOKEN,
+            "gpu_kv_tokens": 600_000,
             # A warm-up pass finds the tier cold: full prefill, as R2's recompute column.
             "warmup": {"median_ttft_ms": 149480.0, "output_throughput": 4.1},
             "arms": {
@@ -355,6 +367,36 @@ SCENARIOS: dict[str, dict] = {
         "rank: with TP = 8 the host-memory tier is 549.8 GB and holds R2's 487.6 GB working "
         "set, so hits may come from DRAM. G3 is an error (invalid arms), not a pass.",
         kv={"host_tier_gb": 64},
+    ),
+    # Issue 16, G3 tier evidence (stand-in keys: runners/lab/standins/vllm and cat).
+    "kv-warmup-hits-only": _variant(
+        "kv-warmup-hits-only",
+        "The array arm's engine hits its external tier in the warm-up pass only; the measured "
+        "pass hits nothing. From engine start its counters would show hits; from the eviction "
+        "(the tier evidence window) they show none. G3 is an error (invalid arms), not a pass.",
+        kv={"arms": {"array": {"external_hit_ratio": 0.0, "warmup_hit_ratio": 1.0}}},
+    ),
+    "kv-cpu-tier-hits": _variant(
+        "kv-cpu-tier-hits",
+        "The array arm hits as in kv-gain, but only half of its hits come from the array: the "
+        "other half from LMCache's CPU tier. The RDMA bytes read in the window are 0.5 × hits "
+        "× KV bytes per token, outside ±15 %: G3 is an error, the array tier's use not shown.",
+        kv={"arms": {"array": {"storage_hit_ratio": 0.5}}},
+    ),
+    "kv-failed-requests": _variant(
+        "kv-failed-requests",
+        "The array arm's round-2 measured pass has 3 failed requests of 256 (vLLM's "
+        "completed 253, failed 3); the local arm has none. vLLM's TTFT and throughput count "
+        "successful requests only, so that comparison is void (G3 is an error, not a pass) "
+        "and the failed_requests criterion fails.",
+        kv={"arms": {"array": {"failed": [0, 3]}}},
+    ),
+    "working-set-under-2x": _variant(
+        "working-set-under-2x",
+        "The GPU KV cache holds 1,000,000 tokens (254.0 GB): the 487.6 GB working set exceeds "
+        "GPU KV + DRAM tier (322.7 GB) but not twice it (645.3 GB, RUNBOOK §4.2), so hits may "
+        "come from HBM or DRAM. G3 is an error (invalid arms), not a pass.",
+        kv={"gpu_kv_tokens": 1_000_000},
     ),
     "staggered-readback": _variant(
         "staggered-readback",

@@ -19,6 +19,7 @@ output a stand-in prints carries the simulated-evidence marker, so reports mark 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import signal
@@ -175,11 +176,26 @@ def _engine_ports(servers: dict[str, server.LabServer], nodes: int) -> dict[str,
     return ports
 
 
+# The fields of Qwen3-Coder-480B-A35B-Instruct-FP8's config.json the G3 tier sizing reads (its
+# published values): 2 × 62 layers × 8 KV heads × head_dim 128 × 2 B (bfloat16) = 253952 B per
+# token, the scenarios' kv_bytes_per_token.
+LAB_MODEL_CONFIG = {
+    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 6144,
+    "head_dim": 128, "num_attention_heads": 96, "num_key_value_heads": 8,
+    "num_hidden_layers": 62, "torch_dtype": "bfloat16", "max_position_embeddings": 262144,
+}
+LAB_MODEL_DIR = "models/Qwen3-Coder-480B-A35B-Instruct-FP8"
+
+
 def _write_lmcache_configs(root: Path, figures: dict) -> dict[str, str]:
-    """The arms' LMCache configs under ``root/etc``; returns arm → path."""
+    """The arms' LMCache configs under ``root/etc`` (arm → path), and the model's config.json
+    under ``root/models`` (``"model_path"`` → its directory)."""
+    model = root / LAB_MODEL_DIR
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(LAB_MODEL_CONFIG, indent=2) + "\n")
     etc = root / "etc"
     etc.mkdir()
-    paths = {}
+    paths = {"model_path": str(model)}
     for arm, cache_dir in (("local", "/mnt/local-nvme/lmcache"), ("array", "/mnt/fx/lmcache")):
         path = etc / f"lmc-{arm}.yaml"
         path.write_text(LMCACHE_CONFIG.format(arm=arm, cache_dir=cache_dir,
@@ -202,6 +218,8 @@ def lab_plan(plan: list[dict], ports: dict[str, int], etc: dict[str, str],
         for key, value in LAB_FAST_PARAMS.items():
             if key in params:
                 params[key] = value
+        if "model_path" in params and "model_path" in etc:
+            params["model_path"] = etc["model_path"]
         if "port" in params and step.get("role") == "inference":
             node_params = step.setdefault("node_params", {})
             for node, port in ports.items():

@@ -34,6 +34,9 @@ BLOCK_DEVICE = Param(r"/dev/[A-Za-z0-9_-][A-Za-z0-9._/-]{0,100}",
 KV_CONNECTOR = Param(r"LMCacheConnectorV1|LMCacheMPConnector", "LMCacheConnectorV1",
                      rule="LMCacheConnectorV1 or LMCacheMPConnector")
 PORT = Param(int, 8000, 1024, 65535)
+KV_CACHE_DTYPE = Param(r"auto|fp8|fp8_e4m3|fp8_e5m2|bfloat16|float16", "auto",
+                       rule="a vLLM --kv-cache-dtype: auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16 "
+                            "or float16")
 
 # Shell helpers shared by the engine scripts. ``scrape NAME URL`` prints one marked /metrics
 # scrape (the node's time with it, RUNBOOK §0); ``engine_note`` puts the first line of the
@@ -49,12 +52,38 @@ engine_note() {
 }
 """
 
+# ``window_scrape NAME`` (evict and window scripts; $port, $lmc, $rdma, $rport set): one scrape
+# block holding the engine's /metrics, LMCache's own endpoint in MP mode ($lmc: its port, 0
+# none; its storage-tier counter lmcache_mp_lookup_hit_l2_tokens_total is not on vLLM's
+# /metrics) and the RDMA port counter ($rdma: device, "" none; 4-byte words) as one more
+# counter sample, so that every counter of the tier evidence is read at the same instants.
+_WINDOW_HELPERS = r"""
+window_scrape() {
+  scrape "$1" "http://127.0.0.1:$port/metrics" || return 1
+  if [ "$lmc" != 0 ]; then
+    lbody=$(curl -sf --max-time 30 "http://127.0.0.1:$lmc/metrics") \
+      || { echo "cannot scrape LMCache's endpoint http://127.0.0.1:$lmc/metrics" >&2; return 1; }
+    printf '%s\n' "$lbody"
+  fi
+  if [ -n "$rdma" ]; then
+    counter="/sys/class/infiniband/$rdma/ports/$rport/counters/port_rcv_data"
+    words=$(cat -- "$counter") || { echo "cannot read $counter" >&2; return 1; }
+    printf '# TYPE acceptance_rdma_port_rcv_data counter\n'
+    printf 'acceptance_rdma_port_rcv_data{device="%s",port="%s"} %s\n' "$rdma" "$rport" "$words"
+  fi
+}
+"""
+
 # $1 result dir, $2 arm, $3 port, $4 LMCache config, $5 tag, $6 poll interval, $7 max polls,
-# $8 --kv-transfer-config JSON; the rest: vllm serve arguments. The engine runs in its own
-# session (it outlives this command); its pid is kept in DIR/engine-PORT.pid.
+# $8 --kv-transfer-config JSON, $9 dev mode (0|1); the rest: vllm serve arguments. The engine
+# runs in its own session (it outlives this command); its pid is kept in DIR/engine-PORT.pid.
+# Dev mode (VLLM_SERVER_DEV_MODE=1) is what registers vLLM's POST /reset_prefix_cache
+# (vllm/entrypoints/serve/cache/api_router.py); it also opens other dev endpoints, so the
+# engine listens on 127.0.0.1 only (every probe talks to it there).
 ENGINE_START_SCRIPT = _ENGINE_HELPERS + r"""
-dir=$1 arm=$2 port=$3 config=$4 tag=$5 interval=$6 polls=$7 kv=$8; shift 8
+dir=$1 arm=$2 port=$3 config=$4 tag=$5 interval=$6 polls=$7 kv=$8 devmode=$9; shift 9
 url="http://127.0.0.1:$port"
+if [ "$devmode" = 1 ]; then export VLLM_SERVER_DEV_MODE=1; set -- "$@" --host 127.0.0.1; fi
 mkdir -p -- "$dir" || exit $?
 if curl -s -o /dev/null --max-time 5 "$url/health"; then
   echo "refused: something already answers on $url (an engine left running?); stop it first" >&2
@@ -96,27 +125,46 @@ scrape t0 "$url/metrics" > "$dir/metrics-$tag.t0.prom" || exit 1
 cat -- "$dir/metrics-$tag.t0.prom"
 """
 
-# The host-memory tier of the arm's LMCache config vs the workload's working set (RUNBOOK §4.2),
-# as a Prometheus text the vllm_metrics parser reads. $1 config, $2 prefixes, $3 prefix length
-# (tokens), $4 KV bytes per token, $5 tensor-parallel ranks. LMCache reads max_local_cpu_size in
-# GB (default 5) and allocates it per TP rank (each rank's worker has its own CPU backend), so
-# the host tier is that × the ranks; counted here as GiB, the larger reading, so the check
-# "working set > host tier" errs on the safe side.
+# The working set vs the GPU KV cache and the host-memory tier (RUNBOOK §4.2), as a Prometheus
+# text the vllm_metrics parser reads. $1 LMCache config, $2 prefixes, $3 prefix length (tokens),
+# $4 model directory, $5 --kv-cache-dtype, $6 tensor-parallel ranks, $7 result dir, $8 tag.
+# The model's config.json is printed whole as comment lines (# acceptance-config-json: …) and
+# the parser computes the KV bytes per token from it and the dtype (runners.parsers.kv_bytes),
+# so the raw output holds every figure the check used. LMCache reads max_local_cpu_size in GB
+# (default 5) and allocates it per TP rank (each rank's worker has its own CPU backend), so the
+# host tier is that × the ranks; counted as GiB, the larger reading, so the check "working set
+# ≥ 2 × (GPU KV + host tier)" errs on the safe side. The GPU KV capacity is the engine's own
+# startup line "GPU KV cache size: N tokens" (vLLM's kv_cache_utils logs it with thousands
+# separators, f"{num_tokens:,}"), read from the log of the arm's engine: the sizing runs after
+# the engine is ready.
 TIER_SIZING_SCRIPT = r"""
-config=$1 prefixes=$2 prefix_len=$3 bpt=$4 tp=${5:-1}
+config=$1 prefixes=$2 prefix_len=$3 model=$4 kvdtype=$5 tp=${6:-1} dir=$7 tag=$8
 [ -r "$config" ] || { echo "cannot read the LMCache config $config" >&2; exit 2; }
+modelconf="$model/config.json"
+[ -r "$modelconf" ] || { echo "cannot read the model's $modelconf" >&2; exit 2; }
+log="$dir/engine-$tag.log"
+[ -r "$log" ] || { echo "no engine log $log: the arm's engine was not started by this run" >&2
+                   exit 1; }
+line=$(grep -o 'GPU KV cache size: [0-9,]* tokens' -- "$log" | tail -n 1)
+[ -n "$line" ] || { echo "no 'GPU KV cache size: N tokens' line in $log" >&2; exit 1; }
+gpu=$(printf '%s\n' "$line" | tr -cd '0-9')
 gb=$(sed -n 's/^[[:space:]]*max_local_cpu_size:[[:space:]]*\([0-9][0-9.]*\).*/\1/p' "$config" \
   | head -n 1)
 origin="max_local_cpu_size: $gb"
 [ -n "$gb" ] || { gb=5; origin="LMCache default 5"; }
 host=$(awk -v g="$gb" -v t="$tp" 'BEGIN { printf "%.0f", g * 1073741824 * t }')
-ws=$(awk -v p="$prefixes" -v l="$prefix_len" -v b="$bpt" 'BEGIN { printf "%.0f", p * l * b }')
 printf '# acceptance-sizing: %s (%s GB x 1024^3 B) per TP rank x %s ranks in %s\n' \
   "$origin" "$gb" "$tp" "$config"
-printf '# acceptance-sizing: working set = %s prefixes x %s tokens x %s B/token\n' \
-  "$prefixes" "$prefix_len" "$bpt"
 printf '# TYPE acceptance_host_tier_bytes gauge\nacceptance_host_tier_bytes %s\n' "$host"
-printf '# TYPE acceptance_working_set_bytes gauge\nacceptance_working_set_bytes %s\n' "$ws"
+printf '# acceptance-sizing: working set = %s prefixes x %s tokens x KV bytes per token\n' \
+  "$prefixes" "$prefix_len"
+printf '# TYPE acceptance_workload_tokens gauge\nacceptance_workload_tokens %s\n' \
+  "$((prefixes * prefix_len))"
+printf '# acceptance-sizing: %s (engine log %s)\n' "$line" "$log"
+printf '# TYPE acceptance_gpu_kv_tokens gauge\nacceptance_gpu_kv_tokens %s\n' "$gpu"
+printf '# acceptance-kv-cache-dtype: %s\n' "$kvdtype"
+printf '# acceptance-sizing: KV bytes per token from %s\n' "$modelconf"
+sed 's/^/# acceptance-config-json: /' -- "$modelconf" || exit $?
 """
 
 # Wait until the tier's asynchronous writes are done (RUNBOOK §4.3 step 3):
@@ -154,11 +202,17 @@ printf '# acceptance-scrape: name=drained time=%s url=%s\n%s\n' "$(date +%s.%N)"
 
 # The guarded flush before a measured pass (RUNBOOK §4.3 step 3): refuse unless the arm's cache
 # directory lies under the mount point and that mount comes from the expected device; then
-# (optionally) reset the engine's prefix cache, sync and drop the page cache
+# reset the engine's GPU prefix cache (vLLM's POST /reset_prefix_cache, dev mode; without
+# reset_external, so LMCache's tiers are kept), sync and drop the page cache
 # (sysctl -w vm.drop_caches=3 is echo 3 > /proc/sys/vm/drop_caches). Needs root on the node.
-# $1 dir, $2 port, $3 tag, $4 cache dir, $5 mount point, $6 device, $7 reset (0|1).
-CACHE_EVICT_SCRIPT = _ENGINE_HELPERS + r"""
-dir=$1 port=$2 tag=$3 cache=$4 mnt=$5 dev=$6 reset=$7
+# Last, the scrape "evicted" (engine, LMCache endpoint, RDMA counter; the gauge
+# acceptance_prefix_cache_reset says whether the reset was done) is printed and kept on the
+# node: the tier evidence window starts there, not at engine start (hits of the warm-up must
+# not count for the measured pass).
+# $1 dir, $2 port, $3 tag, $4 cache dir, $5 mount point, $6 device, $7 reset (0|1),
+# $8 LMCache metrics port (0 none), $9 RDMA device ("" none), $10 RDMA port.
+CACHE_EVICT_SCRIPT = _ENGINE_HELPERS + _WINDOW_HELPERS + r"""
+dir=$1 port=$2 tag=$3 cache=$4 mnt=$5 dev=$6 reset=$7 lmc=$8 rdma=$9 rport=${10}
 refuse() { echo "refused: $*; nothing was flushed" >&2; exit 3; }
 case "$cache/" in "$mnt"/*) ;; *) refuse "the cache directory $cache is not under $mnt";; esac
 found=$(findmnt -n -o SOURCE,TARGET --target "$cache") || refuse "findmnt cannot place $cache"
@@ -167,24 +221,34 @@ set -- $found
 [ "$1" = "$dev" ] || refuse "$mnt is mounted from $1, not from $dev"
 echo "guard: $cache is on $mnt, mounted from $dev" >&2
 if [ "$reset" = 1 ]; then
-  curl -sf -X POST --max-time 60 "http://127.0.0.1:$port/reset_prefix_cache" >&2 \
-    || refuse "POST /reset_prefix_cache failed"
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST --max-time 60 \
+    "http://127.0.0.1:$port/reset_prefix_cache") || code=000
+  [ "$code" = 200 ] || refuse "POST /reset_prefix_cache answered HTTP $code (the engine needs \
+VLLM_SERVER_DEV_MODE=1)"
+  echo "POST /reset_prefix_cache: HTTP 200 (GPU prefix cache reset)" >&2
 fi
 sync || exit $?
 sysctl -w vm.drop_caches=3 >&2 || exit $?
 engine_note
-scrape evicted "http://127.0.0.1:$port/metrics"
+keep="$dir/metrics-$tag.evicted.prom"
+{ window_scrape evicted || exit 1
+  printf '# TYPE acceptance_prefix_cache_reset gauge\nacceptance_prefix_cache_reset %s\n' "$reset"
+} > "$keep" || { rm -f -- "$keep"; exit 1; }
+cat -- "$keep"
 """
 
-# The arm's /metrics window: the t0 scrape kept at engine start, then a fresh t1 scrape.
-# $1 dir, $2 port, $3 tag.
-METRICS_WINDOW_SCRIPT = _ENGINE_HELPERS + r"""
-dir=$1 port=$2 tag=$3
-keep="$dir/metrics-$tag.t0.prom"
-[ -r "$keep" ] || { echo "no t0 scrape $keep (kept when the arm's engine started)" >&2; exit 1; }
+# The arm's tier evidence window: from the scrape "evicted" kept by the flush (engine start's t0
+# only for an arm without a flush), to a fresh t1 scrape of the same sources.
+# $1 dir, $2 port, $3 tag, $4 LMCache metrics port (0 none), $5 RDMA device ("" none),
+# $6 RDMA port.
+METRICS_WINDOW_SCRIPT = _ENGINE_HELPERS + _WINDOW_HELPERS + r"""
+dir=$1 port=$2 tag=$3 lmc=$4 rdma=$5 rport=$6
+keep="$dir/metrics-$tag.evicted.prom"
+[ -r "$keep" ] || keep="$dir/metrics-$tag.t0.prom"
+[ -r "$keep" ] || { echo "no evicted or t0 scrape kept for $tag on the node" >&2; exit 1; }
 engine_note
 cat -- "$keep" || exit $?
-scrape t1 "http://127.0.0.1:$port/metrics"
+window_scrape t1
 """
 
 # Stop the arm's engine: only the pid this run recorded, and only if it still is vllm serve;
@@ -275,7 +339,8 @@ def _serve_args(p: dict[str, Any]) -> list[str]:
     return [p["model_path"], "--served-model-name", p["served_model_name"],
             "--tensor-parallel-size", str(p["tensor_parallel_size"]),
             "--max-model-len", str(p["max_model_len"]),
-            "--gpu-memory-utilization", p["gpu_memory_utilization"]]
+            "--gpu-memory-utilization", p["gpu_memory_utilization"],
+            "--kv-cache-dtype", p["kv_cache_dtype"]]
 
 
 def _kv_config(p: dict[str, Any]) -> str:
@@ -286,7 +351,8 @@ def _kv_config(p: dict[str, Any]) -> str:
 def _engine_start_argv(p: dict[str, Any]) -> list[str]:
     return ["sh", "-c", ENGINE_START_SCRIPT, "kv-engine-start", p["result_dir"], p["arm"],
             str(p["port"]), p["lmcache_config"], p["tag"], p["poll_interval"],
-            str(p["ready_polls"]), _kv_config(p), *_serve_args(p)]
+            str(p["ready_polls"]), _kv_config(p), "1" if p["reset_prefix_cache"] else "0",
+            *_serve_args(p)]
 
 
 def _engine_start_summary(p: dict[str, Any]) -> str:
@@ -295,7 +361,10 @@ def _engine_start_summary(p: dict[str, Any]) -> str:
     else:
         env = f"PYTHONHASHSEED=0 LMCACHE_CONFIG_FILE={p['lmcache_config']}"
         kv = ["--kv-transfer-config", _kv_config(p)]
-    serve = shlex.join(["vllm", "serve", *_serve_args(p), "--port", str(p["port"]), *kv])
+    if p["reset_prefix_cache"]:
+        env += " VLLM_SERVER_DEV_MODE=1"
+    host = ["--host", "127.0.0.1"] if p["reset_prefix_cache"] else []
+    serve = shlex.join(["vllm", "serve", *_serve_args(p), *host, "--port", str(p["port"]), *kv])
     return (f"{env} {serve} (in the background, arm {p['arm']}); then GET /health every "
             f"{p['poll_interval']} s until ready (at most {p['ready_polls']} polls), GET "
             f"/v1/models, and the /metrics scrape t0 kept on the node")
@@ -342,6 +411,31 @@ def _engine_script(script: str, name: str) -> Callable[[dict[str, Any]], list[st
     return lambda p: ["sh", "-c", script, name, p["result_dir"], str(p["port"]), p["tag"]]
 
 
+def _window_sources(p: dict[str, Any]) -> list[str]:
+    """The evidence window's other sources: LMCache's metrics port, the RDMA device and port."""
+    return [str(p["lmcache_metrics_port"]), p["rdma_device"], str(p["rdma_port"])]
+
+
+def _window_summary(p: dict[str, Any]) -> str:
+    more = []
+    if p["lmcache_metrics_port"]:
+        more.append(f"curl -s http://127.0.0.1:{p['lmcache_metrics_port']}/metrics (LMCache)")
+    if p["rdma_device"]:
+        more.append(f"cat /sys/class/infiniband/{p['rdma_device']}/ports/{p['rdma_port']}/"
+                    f"counters/port_rcv_data")
+    return f"curl -s http://127.0.0.1:{p['port']}/metrics" + "".join("; " + m for m in more)
+
+
+# Where the tier evidence window reads besides the engine (RUNBOOK §4.4): LMCache's own metrics
+# port in MP mode (0: in-process mode, its counters are on vLLM's /metrics) and the RDMA port
+# counter of the array's traffic ("" : none, then the array tier cannot be cross-checked).
+_WINDOW_PARAMS = {
+    "lmcache_metrics_port": Param(int, 0, 0, 65535),
+    "rdma_device": Param(r"([A-Za-z0-9_]{1,32})?", "", rule="empty or an RDMA device name"),
+    "rdma_port": Param(int, 1, 1, 16),
+}
+
+
 COLD_RESUME_PROBES: tuple[Probe, ...] = (
     Probe(
         "kv_engine_start", "inference", "vllm_metrics", ("vllm", "--version"), 3600,
@@ -349,27 +443,29 @@ COLD_RESUME_PROBES: tuple[Probe, ...] = (
          "tensor_parallel_size": Param(int, 8, 1, 64),
          "max_model_len": Param(int, 65536, 1, 10_000_000),
          "gpu_memory_utilization": FRACTION, "kv_connector": KV_CONNECTOR,
+         "kv_cache_dtype": KV_CACHE_DTYPE,
          "lmcache_config": OPTIONAL_PATH, "poll_interval": SECONDS,
-         "ready_polls": Param(int, 720, 1, 100_000)},
+         "ready_polls": Param(int, 720, 1, 100_000), "reset_prefix_cache": Param(bool, True)},
         _engine_start_argv,
         "serving engine for a G3 arm, started and polled until ready (RUNBOOK §4.1, §4.3)",
         summary=_engine_start_summary, cleanup="kv_engine_stop",
     ),
     Probe(
         "kv_tier_sizing", "inference", "vllm_metrics", ("vllm", "--version"), 30,
-        {"lmcache_config": PATH, "num_prefixes": Param(int, 64, 1, 100_000),
-         "prefix_len": Param(int, 30000, 1, 1_000_000),
-         "kv_bytes_per_token": Param(int, None, 1, 100_000_000),
-         "tensor_parallel_size": Param(int, 1, 1, 64)},
+        {**_ENGINE_REF, "lmcache_config": PATH, "num_prefixes": Param(int, 64, 1, 100_000),
+         "prefix_len": Param(int, 30000, 1, 1_000_000), "model_path": PATH,
+         "kv_cache_dtype": KV_CACHE_DTYPE, "tensor_parallel_size": Param(int, 1, 1, 64)},
         lambda p: ["sh", "-c", TIER_SIZING_SCRIPT, "kv-tier-sizing", p["lmcache_config"],
-                   str(p["num_prefixes"]), str(p["prefix_len"]),
-                   str(p["kv_bytes_per_token"]), str(p["tensor_parallel_size"])],
-        "working set vs the host-memory tier of the arm's LMCache config (RUNBOOK §4.2)",
+                   str(p["num_prefixes"]), str(p["prefix_len"]), p["model_path"],
+                   p["kv_cache_dtype"], str(p["tensor_parallel_size"]), p["result_dir"],
+                   p["tag"]],
+        "working set vs the GPU KV cache and the host-memory tier (RUNBOOK §4.2)",
         summary=lambda p: (
-            f"max_local_cpu_size from {p['lmcache_config']} × {p['tensor_parallel_size']} TP "
-            f"ranks vs working set "
-            f"{p['num_prefixes']} prefixes × {p['prefix_len']} tokens × "
-            f"{p['kv_bytes_per_token']} B/token"
+            f"'GPU KV cache size: N tokens' from the engine's log; max_local_cpu_size from "
+            f"{p['lmcache_config']} × {p['tensor_parallel_size']} TP ranks; working set "
+            f"{p['num_prefixes']} prefixes × {p['prefix_len']} tokens × the KV bytes per "
+            f"token from {p['model_path']}/config.json and --kv-cache-dtype "
+            f"{p['kv_cache_dtype']}"
         ),
     ),
     Probe(
@@ -398,26 +494,30 @@ COLD_RESUME_PROBES: tuple[Probe, ...] = (
     Probe(
         "kv_cache_evict", "inference", "vllm_metrics", ("uname", "-r"), 600,
         {**_ENGINE_REF, "cache_dir": GUARDED_PATH, "cache_mount": GUARDED_PATH,
-         "cache_device": BLOCK_DEVICE, "reset_prefix_cache": Param(bool, False)},
+         "cache_device": BLOCK_DEVICE, "reset_prefix_cache": Param(bool, True),
+         **_WINDOW_PARAMS},
         lambda p: ["sh", "-c", CACHE_EVICT_SCRIPT, "kv-cache-evict", p["result_dir"],
                    str(p["port"]), p["tag"], p["cache_dir"], p["cache_mount"],
-                   p["cache_device"], "1" if p["reset_prefix_cache"] else "0"],
+                   p["cache_device"], "1" if p["reset_prefix_cache"] else "0",
+                   *_window_sources(p)],
         "guarded flush of the upper tiers and the page cache (RUNBOOK §4.3 step 3)",
         summary=lambda p: (
             f"only if {p['cache_dir']} is on {p['cache_mount']} mounted from "
             f"{p['cache_device']} (findmnt): "
             + ("POST /reset_prefix_cache; " if p["reset_prefix_cache"] else "")
-            + "sync; sysctl -w vm.drop_caches=3; then a /metrics scrape"
+            + "sync; sysctl -w vm.drop_caches=3; then the scrape 'evicted' (kept on the "
+            f"node, the start of the tier evidence window): {_window_summary(p)}"
         ),
     ),
     Probe(
         "kv_metrics_window", "inference", "vllm_metrics", ("vllm", "--version"), 120,
-        dict(_ENGINE_REF),
-        _engine_script(METRICS_WINDOW_SCRIPT, "kv-metrics-window"),
-        "the arm's /metrics window t0 → t1: evidence the tier was used (RUNBOOK §4.4)",
+        {**_ENGINE_REF, **_WINDOW_PARAMS},
+        lambda p: [*_engine_script(METRICS_WINDOW_SCRIPT, "kv-metrics-window")(p),
+                   *_window_sources(p)],
+        "the arm's tier evidence window, eviction → end of the measured pass (RUNBOOK §4.4)",
         summary=lambda p: (
-            f"the /metrics scrape t0 kept at engine start, then curl -s "
-            f"http://127.0.0.1:{p['port']}/metrics (t1)"
+            f"the scrape 'evicted' kept by the flush (t0 of engine start for an arm without "
+            f"one), then (t1) {_window_summary(p)}"
         ),
     ),
     Probe(

@@ -51,7 +51,8 @@ from runners.soak.faults import (
 )
 from runners.soak.models import CollectionGap, FaultWindow, Soak, SoakAgent
 from runners.soak.nodes import NodePool
-from runners.soak.plan import SoakRefused, plan_sha256, real_s, soak_plan_of
+from runners.soak.plan import SoakRefused, plan_sha256, plan_validate, real_s, soak_plan_of
+from runners.soak.rate import plan_with_rate
 from runners.transport import TransportError
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ def soak_start(*, gate: Gate, started_by: str, reason: str = "",
     gate_check_runnable(gate=gate)
     reason = (reason or "").strip()
     passed_rerun_check(gate=gate, reason=reason, confirmed=confirmed)
-    plan = soak_plan_of(gate)
+    plan, rate_basis = plan_with_rate(gate, soak_plan_of(gate))
+    plan = plan_validate(plan, lab=gate.engagement.is_lab)
     agents = list(gate.engagement.nodes.filter(role="inference").order_by("name"))
     if not agents:
         raise SoakRefused(f"{gate.code}: engagement {gate.engagement.name} has no inference "
@@ -107,6 +109,9 @@ def soak_start(*, gate: Gate, started_by: str, reason: str = "",
     event_record(soak, "created", f"soak of {plan['duration_s']:g} s (plan) compressed ×"
                  f"{plan['time_compression']:g}; plan sha256 {soak.plan_sha256[:12]}…",
                  actor=started_by)
+    if rate_basis is not None:
+        event_record(soak, "created", f"request rate derived from G2: {rate_basis.text()}",
+                     actor=started_by)
     transaction.on_commit(lambda: _dispatch(soak.id, token))
     return gate_run
 

@@ -13,7 +13,8 @@ Shape (every key required unless marked optional)::
      "sampling_s": 60,                   # how often the service collects and checks
      "load": {"vllm": "vllm",            # the vLLM command on the node (lab: soak-vllm)
               "base_url": "http://127.0.0.1:8000", "model": str, "tokenizer": str,
-              "request_rate": 1.0,       # requests/s (RUNBOOK §5.1 "fixed request rate")
+              "request_rate": None,      # requests/s (RUNBOOK §5.1 "fixed request rate");
+                                         # null: G2's measured capacity (runners.soak.rate)
               "concurrency": 16,         # --max-concurrency
               "window_s": 900,           # one vllm bench serve window (RUNBOOK §5.1: 15 min)
               "prefix_len": 30000, "suffix_len": 512, "num_prefixes": 64,
@@ -293,7 +294,11 @@ def plan_validate(plan: Any, *, lab: bool = False) -> dict:
     _text(load.get("base_url"), "load.base_url", URL, "an http(s) URL of host and port")
     _text(load.get("model"), "load.model", MODEL, "a model name")
     _text(load.get("tokenizer"), "load.tokenizer", MODEL, "a tokenizer name or path")
-    _number(plan, "load.request_rate", 0.01, 10_000)
+    if "request_rate" not in load:
+        raise SoakPlanError("soak plan: load.request_rate is missing (null asks for the "
+                            "default derived from G2's measured capacity)")
+    if load["request_rate"] is not None:
+        _number(plan, "load.request_rate", 0.01, 10_000)
     _number(plan, "load.concurrency", 1, 4096, integer=True)
     window = _number(plan, "load.window_s", 1, 24 * 3600)
     for key, high in (("prefix_len", 1_000_000), ("suffix_len", 1_000_000),

@@ -33,6 +33,7 @@ from runners.models import Measurement
 from runners.soak import charts, queries
 from runners.soak.models import Soak
 from runners.soak.plan import real_s
+from runners.soak.rate import FORMULA, RateBasis
 
 #: Soak states after which nothing changes any more (the page stops polling).
 OVER = (Soak.State.DONE, Soak.State.ABORTED, Soak.State.FAILED)
@@ -330,9 +331,26 @@ def soak_view(soak: Soak) -> dict:
     }
 
 
-def plan_summary(plan: dict) -> list[tuple[str, str]]:
-    """The plan in a few lines a person reads: ``[(label, text)]``."""
+def rate_text(load: dict, derived: str = "") -> str:
+    """Where the load's request rate comes from: derived from G2 (the figure and formula, as
+    stored when the soak started, or ``derived`` — what it would be now, or why there is no
+    default — for a plan whose rate is null), or entered in the plan."""
+    basis = load.get("request_rate_basis")
+    if basis:
+        fields = {k: basis[k] for k in RateBasis.__dataclass_fields__}
+        return _("derived from G2 at the start: %(text)s (%(formula)s)") % {
+            "text": RateBasis(**fields).text(), "formula": FORMULA}
+    if load.get("request_rate") is None:
+        return _("the default, derived from G2 when the soak starts (%(formula)s): "
+                 "%(now)s") % {"formula": FORMULA, "now": derived}
+    return _("as entered in the plan")
+
+
+def plan_summary(plan: dict, derived: str = "") -> list[tuple[str, str]]:
+    """The plan in a few lines a person reads: ``[(label, text)]``; ``derived``: the default
+    request rate's basis now, for a plan whose rate is null (``rate_text``)."""
     load = plan["load"]
+    rate = load["request_rate"]
     rows = [
         (_("duration"), duration_text(plan["duration_s"])),
         (_("time compression"), _("×%(f)s (lab: %(real)s real)") % {
@@ -340,8 +358,10 @@ def plan_summary(plan: dict) -> list[tuple[str, str]]:
             "real": duration_text(real_s(plan, plan["duration_s"]))}
          if float(plan["time_compression"]) > 1 else _("none (real time)")),
         (_("load"), _("%(rate)s req/s at concurrency %(c)s, windows of %(w)s, model %(m)s")
-         % {"rate": f"{load['request_rate']:g}", "c": load["concurrency"],
-            "w": duration_text(load["window_s"]), "m": load["model"]}),
+         % {"rate": _("G2's capacity") if rate is None else f"{rate:.4g}",
+            "c": load["concurrency"], "w": duration_text(load["window_s"]),
+            "m": load["model"]}),
+        (_("request rate"), rate_text(load, derived)),
         (_("sampling"), _("every %(s)s") % {"s": duration_text(plan["sampling_s"])}),
         (_("correctness probe"), _("%(n)s prompts every %(s)s at temperature 0") % {
             "n": len(plan["correctness"]["prompts"]),

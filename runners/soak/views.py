@@ -36,7 +36,8 @@ from runners.soak.editing import PlanEditRefused, plan_text_parse, soak_plan_edi
 from runners.soak.faults import fault_confirmation_of, fault_node, fault_target_mark
 from runners.soak.forms import FaultTargetForm, PlanEditForm, ReasonForm
 from runners.soak.models import FaultTarget, Soak
-from runners.soak.plan import SoakPlanError, plan_sha256, soak_plan_of
+from runners.soak.plan import SoakPlanError, SoakRefused, plan_sha256, soak_plan_of
+from runners.soak.rate import g2_rate_basis
 from runners.transport import TransportError
 
 ABORT_WAIT_S = 5.0  # the page waits this long for the driver to heal and stop; the rest settles
@@ -223,7 +224,8 @@ def _plan_context(request, gate: Gate, *, target_form: FaultTargetForm | None = 
         "engagement": engagement, "gate": gate, "plan_json": json.dumps(plan, indent=2,
                                                                         ensure_ascii=False),
         "plan_sha256": plan_sha256(plan), "plan_error": plan_error,
-        "plan_summary": presentation.plan_summary(plan) if not plan_error else [],
+        "plan_summary": presentation.plan_summary(plan, _rate_now(gate, plan))
+        if not plan_error else [],
         "targets": targets, "to_confirm": to_confirm, "soaks": soaks, "audit": audit,
         "can_edit": has_role(request.user, Role.PROJECT_MANAGER, Role.ENGINEER),
         "can_mark": is_engineer,
@@ -234,6 +236,17 @@ def _plan_context(request, gate: Gate, *, target_form: FaultTargetForm | None = 
         "target_form": target_form or FaultTargetForm(nodes=nodes),
         "engagement_url": f"/engagements/{engagement.name}/",
     }
+
+
+def _rate_now(gate: Gate, plan: dict) -> str:
+    """The default request rate G2 gives now, or why there is none (a plan whose rate is
+    null; "" otherwise)."""
+    if plan["load"].get("request_rate") is not None:
+        return ""
+    try:
+        return g2_rate_basis(gate).text()
+    except SoakRefused as error:
+        return str(error)
 
 
 def _to_confirm(gate: Gate, plan: dict) -> list[dict]:

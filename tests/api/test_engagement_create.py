@@ -38,7 +38,7 @@ def test_a_project_manager_creates_an_engagement_with_its_arrays(client_for, use
         ("G3", "2026-12-21", "pending"), ("G4", "2027-01-11", "pending")]
     engagement = Engagement.objects.get(name="acme-prod")
     assert engagement.customer == Organisation.objects.get(name="Acme")  # the existing one
-    assert engagement.reference_profile == "R2-MI308X-TP8"
+    assert engagement.reference_profile == "R2-c16"
     assert list(engagement.arrays.order_by("serial").values_list(
         "serial", "model", "expected_drive_count", "link_speed_mbps", "layout")) == [
         ("FX100-0001", "FX100", 24, 100000, "raid6"),

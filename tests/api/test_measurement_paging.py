@@ -95,3 +95,31 @@ def test_the_next_link_carries_only_an_opaque_cursor(many, client_for):
     body = client_for("pm").get("/api/measurements/?limit=100").json()
     query = parse_qs(urlparse(body["next"]).query)
     assert set(query) == {"cursor", "limit"}
+
+
+def test_the_written_rows_are_what_the_declared_fields_give(many, client_for):
+    """``MeasurementSerializer`` writes its rows directly (for CPU); they must be exactly what
+    DRF's declared fields give, for a plain row, one with a sample time and a derived figure
+    with no node and two inputs."""
+    from datetime import UTC, datetime
+
+    from acceptance.api.serializers import MeasurementSerializer
+
+    plain = Measurement.objects.filter(metric="temperature").order_by("id")[:2]
+    timed = Measurement.objects.create(
+        gate_run=many.gate_run, probe_run=many.probe_run, node=many.probe_run.node,
+        metric="ttft_p50", value=0.125, unit="s", labels={"round": "1"}, arm="array",
+        sampled_at=datetime(2026, 12, 3, 7, 45, 1, 250000, tzinfo=UTC))
+    derived = Measurement.objects.create(gate_run=many.gate_run, metric="line_efficiency",
+                                         value=1, unit="ratio", derived=True)
+    derived.inputs.set(plain)
+    rows = Measurement.objects.select_related("node").prefetch_related("inputs").filter(
+        id__in=[plain[0].id, timed.id, derived.id]).order_by("id")
+    serializer = MeasurementSerializer()
+    for row in rows:
+        assert serializer.to_representation(row) == serializer.declared_representation(row)
+    written = {m["id"]: m for b in pages(client_for("pm"), "/api/measurements/?limit=1000")
+               for m in b["results"]}
+    assert written[derived.id]["inputs"] == [p.id for p in plain]
+    assert written[derived.id]["node"] is None and written[derived.id]["value"] == 1.0
+    assert written[timed.id]["sampled_at"] == "2026-12-03T07:45:01.250000Z"

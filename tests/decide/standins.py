@@ -50,7 +50,8 @@ def default_spec(gate: str, key: str) -> CriterionSpec:
     """The default criterion ``key`` of ``gate`` (gates/defaults.py) as evaluation sees it."""
     definition = next(g for g in DEFAULT_GATES if g["code"] == gate)
     data = next(c for c in definition["criteria"] if c["key"] == key)
-    fields = {k: v for k, v in data.items() if k not in ("description", "source")}
+    kept = ("description", "source", "reference_figure", "reference_profile")
+    fields = {k: v for k, v in data.items() if k not in kept}
     return CriterionSpec(**fields)
 
 

@@ -138,3 +138,53 @@ def test_it_refuses_counter_samples_that_cannot_give_a_rate(raw, expected):
     with pytest.raises(ParseError) as error:
         parse_output("nic_counters", raw.encode())
     assert expected in str(error.value)
+
+
+# --- issue 16: the tier evidence window -------------------------------------------------------
+
+def window_block(name, hits, words=None, l2=None, reset=None):
+    """One scrape block as the window probe prints it: vLLM's counter, LMCache's MP endpoint
+    (``lmcache_mp_lookup_hit_l2_tokens_total``), the RDMA counter line, the flush's reset mark."""
+    lines = [f"# acceptance-scrape: name={name} time=1764500000.1 url=http://127.0.0.1:8000/metrics",
+             "# TYPE vllm:external_prefix_cache_hits counter",
+             f'vllm:external_prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}']
+    if l2 is not None:
+        lines += ["# HELP lmcache_mp_lookup_hit_l2_tokens_total Tokens hit in L2",
+                  "# TYPE lmcache_mp_lookup_hit_l2_tokens_total counter",
+                  f"lmcache_mp_lookup_hit_l2_tokens_total {l2}"]
+    if words is not None:
+        lines += ["# TYPE acceptance_rdma_port_rcv_data counter",
+                  f'acceptance_rdma_port_rcv_data{{device="mlx5_0",port="1"}} {words}']
+    if reset is not None:
+        lines += ["# TYPE acceptance_prefix_cache_reset gauge",
+                  f"acceptance_prefix_cache_reset {reset}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_window_is_labelled_with_its_scrapes_and_reads_rdma_words_and_l2_hits():
+    raw = (window_block("evicted", 100, words=1_000, l2=10, reset=1)
+           + window_block("t1", 2_100, words=501_000, l2=1_810)).encode()
+    figures = {m.metric: m for m in parse_output("vllm_metrics", raw)}
+    assert figures["external_prefix_cache_hit_tokens"].value == 2_000
+    assert figures["external_prefix_cache_hit_tokens"].labels == {"window": "evicted→t1"}
+    assert (figures["rdma_read_bytes"].value, figures["rdma_read_bytes"].unit) == (2_000_000, "B")
+    assert figures["storage_tier_hit_tokens"].value == 1_800
+    assert figures["prefix_cache_reset"].value == 1  # from the first scrape, where the flush put it
+
+
+def test_an_rdma_counter_missing_from_the_window_s_start_is_refused():
+    raw = (window_block("t0", 0) + window_block("t1", 2_100, words=501_000)).encode()
+    with pytest.raises(ParseError, match=r"acceptance_rdma_port_rcv_data in the first scrape "
+                                         r"\(t0\) as in the last"):
+        parse_output("vllm_metrics", raw)
+
+
+def test_the_sizing_gauges_are_read_from_the_last_scrape():
+    raw = (b"# acceptance-sizing: GPU KV cache size: 600,000 tokens (engine log x)\n"
+           b"acceptance_gpu_kv_tokens 600000\nacceptance_kv_bytes_per_token 253952\n"
+           b"acceptance_working_set_bytes 487587840000\n"
+           b"acceptance_host_tier_bytes 68719476736\n")
+    figures = {m.metric: (m.value, m.unit) for m in parse_output("vllm_metrics", raw)}
+    assert figures == {"gpu_kv_tokens": (600_000, "1"), "kv_bytes_per_token": (253952, "B"),
+                       "working_set_bytes": (487587840000, "B"),
+                       "host_tier_bytes": (68719476736, "B")}

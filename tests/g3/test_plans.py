@@ -92,8 +92,14 @@ def test_the_engine_command_sets_the_arm_s_tier_and_the_hash_seed():
     assert "PYTHONHASHSEED=0 LMCACHE_CONFIG_FILE=" in command
     assert '\'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}\'' in command
     summary = spec.display(values, command)
+    # Dev mode registers vLLM's POST /reset_prefix_cache; the engine then listens on loopback.
     assert summary.startswith("PYTHONHASHSEED=0 LMCACHE_CONFIG_FILE=/etc/acctest/lmc-array.yaml "
+                              "VLLM_SERVER_DEV_MODE=1 "
                               "vllm serve /models/Qwen3-Coder-480B-A35B-Instruct-FP8")
+    assert "--host 127.0.0.1 --port 8000" in summary
+    assert "export VLLM_SERVER_DEV_MODE=1" in command
+    plain = spec.display({**values, "reset_prefix_cache": False}, command)
+    assert "VLLM_SERVER_DEV_MODE" not in plain and "--host" not in plain
     recompute = spec.display({**values, "arm": "recompute", "lmcache_config": ""}, command)
     assert "--kv-transfer-config" not in recompute and "LMCACHE" not in recompute
 

@@ -3,7 +3,7 @@ an arm, repeatability (unstable), the aggregate read-back against the array port
 
 import pytest
 
-from gates.derivations import derive_all, derive_kv_tier, derive_readback, t_interval
+from gates.derivations import ReadbackPlan, derive_kv_tier, derive_readback, t_interval
 from gates.evaluation import (
     CriterionSpec,
     Sample,
@@ -12,23 +12,40 @@ from gates.evaluation import (
     gate_outcome,
     no_decision_reason,
 )
+from tests.readback.test_overlap_window import samples_of
 
 NODE = "lab-inference-1"
 
 
+KV_BPT = 253952  # Qwen3-Coder-480B-A35B, bf16 KV cache (RUNBOOK §4.2)
+MISSING = object()
+
+
 def arm_pass(ids, arm, round_, ttft, throughput, hits=1.9e6, working_set=4.9e11,
-             host_tier=6.9e10, node=NODE):
-    """The samples one measured arm pass leaves: bench figures, /metrics window, sizing."""
+             host_tier=6.9e10, node=NODE, gpu_kv_tokens=6.0e5, window="evicted→t1", reset=1,
+             rdma=MISSING, l2=None, bpt=KV_BPT):
+    """The samples one measured arm pass leaves: bench figures, the tier evidence window
+    (eviction → end of the measured pass; RDMA bytes = hits × KV bytes per token unless
+    given), the flush's reset record, sizing. None leaves a figure out."""
     first = next(ids)
     compare = {"phase": "compare", "arm": arm, "round": str(round_)}
     bench = {**compare, "pass": "measured", "concurrency": "16"}
+    windowed = {**compare, "window": window} if window else compare
+    if rdma is MISSING:
+        rdma = hits * bpt if hits is not None else None
     samples = [Sample(first, "ttft_p50", ttft, "s", bench, node),
-               Sample(next(ids), "output_throughput", throughput, "tok/s", bench, node),
-               Sample(next(ids), "working_set_bytes", working_set, "B", compare, node),
-               Sample(next(ids), "host_tier_bytes", host_tier, "B", compare, node)]
-    if hits is not None:
-        samples.append(Sample(next(ids), "external_prefix_cache_hit_tokens", hits, "1", compare,
-                              node))
+               Sample(next(ids), "output_throughput", throughput, "tok/s", bench, node)]
+    for metric, value, unit, labels in (
+            ("working_set_bytes", working_set, "B", compare),
+            ("host_tier_bytes", host_tier, "B", compare),
+            ("gpu_kv_tokens", gpu_kv_tokens, "1", compare),
+            ("kv_bytes_per_token", bpt, "B", compare),
+            ("prefix_cache_reset", reset, "1", compare),
+            ("external_prefix_cache_hit_tokens", hits, "1", windowed),
+            ("rdma_read_bytes", rdma, "B", windowed),
+            ("storage_tier_hit_tokens", l2, "1", windowed)):
+        if value is not None:
+            samples.append(Sample(next(ids), metric, value, unit, labels, node))
     # A warm-up pass of the same arm never enters the comparison.
     samples.append(Sample(next(ids), "ttft_p50", 149.48, "s", {**bench, "pass": "warmup"}, node))
     return samples
@@ -106,7 +123,7 @@ def test_an_array_arm_without_external_tier_hits_cannot_count():
     # The figure itself (0.31) would pass: it still cannot count.
     assert verdict.verdict == "insufficient"
     assert "no external-tier hits: the array tier was not used (arm array, round 1 on " \
-           "lab-inference-1)" in verdict.explanation
+           "lab-inference-1; window evicted→t1)" in verdict.explanation
     assert gate_outcome([verdict]) == "error"
 
 
@@ -116,7 +133,8 @@ def test_an_arm_without_a_hit_counter_or_with_a_working_set_inside_dram_cannot_c
         .labels["invalid"]
     small = derive_kv_tier(r2_rounds(working_set=5.0e10))
     reason = by(small, "throughput_gain", round="mean")[0].labels["invalid"]
-    assert "working set (50.0 GB) does not exceed the host-memory tier (69.0 GB)" in reason
+    assert ("working set (50.0 GB) is below 2 × (GPU KV 152.4 GB + DRAM tier 69.0 GB) = "
+            "442.7 GB") in reason
 
 
 def test_a_recompute_arm_needs_no_external_hits():
@@ -155,21 +173,20 @@ def test_an_at_most_criterion_still_fails_by_default():
 
 
 def test_the_aggregate_read_back_is_judged_against_the_array_port_not_the_nodes_nics():
-    samples = [Sample(i, "rx_bandwidth", 1.375e9, "B/s",
-                      {"phase": "readback", "device": "mlx5_0"}, f"lab-inference-{i}")
-               for i in range(1, 9)]
-    samples.append(Sample(99, "rx_bandwidth", 5e9, "B/s", {"phase": "other"}, "lab-inference-1"))
-    arrays = {f"lab-inference-{i}": ("FX-1", 12.5e9) for i in range(1, 9)}
-    derived = derive_readback(samples, arrays)
+    # Eight planned nodes read 1.375 GB/s each over the same 20 s (per-second RDMA counter
+    # series through the real parser); the aggregate is divided by the array's port (12.5 GB/s),
+    # never by a node's own NIC.
+    nodes = {f"lab-inference-{i}": (1000.0, 20, 1.375e9, 0.0) for i in range(1, 9)}
+    samples = samples_of(nodes)
+    arrays = {name: ("FX-1", 12.5e9) for name in nodes}
+    derived = derive_readback(samples, arrays, ReadbackPlan(8, 10))
     [efficiency] = by(derived, "line_efficiency", scope="aggregate")
-    assert efficiency.value == pytest.approx(8 * 1.375e9 / 12.5e9)  # 0.88
-    assert efficiency.input_ids == tuple(range(1, 9))
+    assert efficiency.value == pytest.approx(8 * 1.375e9 / 12.5e9, rel=1e-6)  # 0.88
     assert efficiency.labels["nodes"] == "8" and efficiency.node == ""
     [total] = by(derived, "rx_bandwidth", scope="aggregate")
-    assert total.value == pytest.approx(11.0e9)
+    assert total.value == pytest.approx(11.0e9, rel=1e-6)
     # A node without an array is left out; no array at all: nothing derived.
-    assert derive_readback(samples, {}) == []
-    assert {d.metric for d in derive_all(samples, arrays)} == {"rx_bandwidth", "line_efficiency"}
+    assert derive_readback(samples, {}, ReadbackPlan(8, 10)) == []
 
 
 def test_no_decision_reason_keeps_the_insufficient_evidence_wording():

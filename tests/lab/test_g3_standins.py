@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -184,3 +185,71 @@ def test_findmnt_places_the_cache_directories_and_sysctl_only_drops_caches(tmp_p
     assert (drop.returncode, drop.stdout) == (0, "vm.drop_caches = 3\n")
     refused = node.run(str(STANDIN_DIR / "sysctl"), "-w", "vm.swappiness=10")
     assert refused.returncode == 1 and "changes no kernel setting" in refused.stderr
+
+
+def test_reset_prefix_cache_answers_only_in_dev_mode_and_the_kv_capacity_is_logged(node):
+    """vLLM registers POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1 (FastAPI's 404
+    otherwise) and logs "GPU KV cache size: N tokens" with thousands separators at start."""
+    plain, dev = free_port(), free_port()
+    engine = node.serve(plain, "--kv-transfer-config", KV)
+    node.serve(dev, "--kv-transfer-config", KV, VLLM_SERVER_DEV_MODE="1")
+    request = urllib.request.Request(f"http://127.0.0.1:{plain}/reset_prefix_cache",
+                                     method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)  # noqa: S310 (the stand-in on loopback)
+    assert refused.value.code == 404
+    request = urllib.request.Request(f"http://127.0.0.1:{dev}/reset_prefix_cache",
+                                     method="POST")
+    with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310
+        assert (answer.status, answer.read()) == (200, b"")
+    engine.send_signal(signal.SIGTERM)
+    engine.wait(timeout=10)
+    log = engine.stderr.read().splitlines()
+    assert log[1].startswith("(EngineCore_DP0 pid=") and log[1].endswith(
+        "GPU KV cache size: 600,000 tokens")
+
+
+def test_in_a_comparison_the_rdma_counter_grows_by_the_array_tier_s_reads_only(tmp_path):
+    lab = LabNode(tmp_path, overrides={"kv": {"arms": {"array": {"storage_hit_ratio": 0.85}}}})
+    try:
+        port = free_port()
+        lab.serve(port, "--kv-transfer-config", KV)
+        counter = "/sys/class/infiniband/mlx5_0/ports/1/counters/port_rcv_data"
+
+        def words():
+            done = lab.run(str(STANDIN_DIR / "cat"), counter)
+            assert done.returncode == 0, done.stderr
+            return int(done.stdout)
+
+        assert lab.bench(port, "array", 1, "warmup").returncode == 0  # the comparison starts
+        before = words()
+        time.sleep(0.3)  # the read-back's steady rate is paused: time adds nothing
+        assert lab.bench(port, "array", 1, "measured").returncode == 0
+        after = words()
+        # 0.85 of the 64 × 30000 hits were read from the array, 253952 B per token.
+        assert (after - before) * 4 == round(64 * 30000 * 0.85) * 253952
+    finally:
+        lab.stop()
+
+
+def test_failed_requests_of_one_arm_are_saved_under_vllm_s_keys(tmp_path):
+    """serve.py saves ``completed`` (successful requests only) and ``failed``; the parser reads
+    them as completed_requests and failed_requests."""
+    lab = LabNode(tmp_path, name="kv-failed-requests")
+    try:
+        port = free_port()
+        lab.serve(port, "--kv-transfer-config", KV)
+        for arm, round_ in (("array", 1), ("array", 2), ("local", 2)):
+            done = lab.bench(port, arm, round_, "measured")
+            assert done.returncode == 0, done.stderr
+        saved = {name: json.loads((tmp_path / f"{name}-measured.json").read_text())
+                 for name in ("array-1", "array-2", "local-2")}
+        assert [(saved[n]["completed"], saved[n]["failed"]) for n in saved] == [
+            (256, 0), (253, 3), (256, 0)]
+        assert "Failed requests:                         3" in lab.bench(
+            port, "array", 2, "measured").stdout
+        figures = {m.metric: m.value for m in parse_output(
+            "vllm_bench", (tmp_path / "array-2-measured.json").read_bytes())}
+        assert (figures["completed_requests"], figures["failed_requests"]) == (253, 3)
+    finally:
+        lab.stop()

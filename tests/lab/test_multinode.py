@@ -49,7 +49,7 @@ def test_lab_up_with_eight_nodes_gives_eight_servers_with_distinct_ports_and_hos
     assert g3.probe_plan[0]["node_params"]["lab-inference-3"] == {
         "port": ports["lab-inference-3"]}
     config = g3.probe_plan[0]["arm_params"]["array"]["lmcache_config"]
-    assert "max_local_cpu_size: 40" in open(config).read()  # per TP rank
+    assert "max_local_cpu_size: 8" in open(config).read()  # per TP rank
 
     status = io.StringIO()
     call_command("lab", "status", stdout=status)

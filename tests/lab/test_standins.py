@@ -103,14 +103,16 @@ def test_scenarios_are_plain_json_with_the_schema():
                               "baseline-off", "kv-gain", "kv-no-gain", "kv-no-tier-hits",
                               "unstable-rounds", "boot-drive", "fabrics-controller",
                               "aborted-self-test", "self-test-in-progress",
-                              "dram-tier-per-rank", "staggered-readback",
+                              "dram-tier-per-rank", "kv-warmup-hits-only", "kv-cpu-tier-hits",
+                              "kv-failed-requests", "working-set-under-2x", "staggered-readback",
                               "readback-too-few-nodes"}
     for name, data in SCENARIOS.items():
         assert json.loads(json.dumps(data)) == data
         assert data["name"] == name
         assert set(data) == {"name", "description", "drives", "link", "fio", "bench", "kv",
                              "rdma", "mounts", "per_node"}
-        assert set(data["kv"]) == {"host_tier_gb", "kv_bytes_per_token", "warmup", "arms"}
+        assert set(data["kv"]) == {"host_tier_gb", "kv_bytes_per_token", "gpu_kv_tokens",
+                                   "warmup", "arms"}
         assert set(data["kv"]["arms"]) == {"local", "array", "recompute"}
         assert set(data["rdma"]) == {"device", "port", "array_port_readback", "rx_bandwidth",
                                      "planned_nodes", "min_overlap_s", "readback_pass_s",

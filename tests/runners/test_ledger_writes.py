@@ -1,6 +1,8 @@
 """A node's probes cost the ledger few writes: a probe that ends before the first live flush
 writes no output chunk (its whole output is stored once, with the run), and a node job's
-writes are each fenced on its lease and few per probe."""
+writes are each fenced on its lease and few per probe: a probe is two transactions (its start;
+its result, parse verdict and measurements), each opened by the fenced heartbeat that also reads
+the cancel request."""
 
 import pytest
 from django.db import connection
@@ -16,6 +18,8 @@ def test_a_quick_three_probe_node_job_writes_no_chunk_and_few_fenced_job_writes(
     engagement, _ = lab("healthy")
     monkeypatch.setattr(execution, "gate_run_finish_if_complete", lambda **_: None)
     monkeypatch.setattr(live, "FLUSH_SECONDS", 60.0)  # the stand-ins answer well within it
+    # (and so the cancel request is read only where a probe starts, not while one runs)
+    monkeypatch.setattr(live, "CANCEL_CHECK_SECONDS", 60.0)
     gate = engagement.gates.get(code="G2")
     run = GateRun.objects.create(gate=gate, attempt=1, started_by="engineer",
                                  state=GateRun.State.RUNNING)
@@ -33,7 +37,22 @@ def test_a_quick_three_probe_node_job_writes_no_chunk_and_few_fenced_job_writes(
     job_writes = [s for s in sql if s.startswith('UPDATE "runners_nodejob"')]
     fenced = [s for s in job_writes if '"runners_nodejob"."lease" =' in s.split("WHERE", 1)[-1]]
     assert len(job_writes) - len(fenced) == 1  # only the claim, which writes the lease
-    assert len(job_writes) <= 3 + 5 * 3, len(job_writes)  # claim, start, end; ≤ 5 a probe
+    # Two fenced job writes a probe (its start, its result with its measurements), plus the
+    # claim, the move to running, at most one heartbeat and the end: 10 (it was 16 before the
+    # writes were merged, issue 17).
+    assert len(job_writes) <= 4 + 2 * 3, len(job_writes)
+    # One start insert, one result update (token and parsed state included), one measurements
+    # insert a probe; two transactions a probe; the cancel request is read with the lease
+    # (only the step that makes the scratch directory reads it on its own).
+    def count(prefix: str) -> int:
+        return sum(1 for s in sql if s.startswith(prefix))
+
+    assert count('INSERT INTO "runners_proberun"') == 3
+    assert count('UPDATE "runners_proberun"') == 3
+    assert count('INSERT INTO "runners_measurement"') == 3
+    assert count("BEGIN") == 2 * 3
+    assert count('SELECT 1 AS "a" FROM "runners_gaterun"') <= 1
+    assert not [s for s in sql if s.startswith("SAVEPOINT")]
     # every byte is still kept, with its hash, on the run itself
     fio = run.probe_runs.get(probe="fio_seqread")
     assert fio.stdout_size == len(fio.raw()) > 1000 and len(fio.stdout_sha256) == 64

@@ -22,7 +22,7 @@ def form_data(**overrides) -> dict:
     data = {
         "name": "acme-prod", "organisation": "", "new_organisation": "Acme",
         "start_date": START.isoformat(), "report_language": "en",
-        "reference_profile": "R2-MI308X-TP8",
+        "reference_profile": "R2-c16",
         "arrays-TOTAL_FORMS": "3", "arrays-INITIAL_FORMS": "0",
         "arrays-MIN_NUM_FORMS": "0", "arrays-MAX_NUM_FORMS": "32",
     }
@@ -53,7 +53,7 @@ def test_it_creates_the_engagement_with_its_array_and_g1_to_g4_seeded(client, pm
     assert response["Location"] == reverse("engagement-detail", args=["acme-prod"])
     assert engagement.customer.name == "Acme"
     assert engagement.start_date == START and engagement.state == "active"
-    assert engagement.reference_profile == "R2-MI308X-TP8"
+    assert engagement.reference_profile == "R2-c16"
     assert not engagement.is_lab
     array = engagement.arrays.get()
     assert (array.serial, array.model, array.expected_drive_count, array.link_speed_mbps,

@@ -29,7 +29,11 @@ def test_it_shows_every_gate_with_its_criteria_and_requirement(client, pm, engag
     assert "drive_count" in html and "&gt;= 24" in html
     assert "0.29 … 0.4" in html  # G3 throughput gain, between
     assert "17.31 s ± 10 %" in html  # G2 baseline, within
-    assert "DOMAIN.md G1: all 24 drives of each array (FX100: 24 × 7.68 TB)" in html
+    assert "G1 gate text: all 24 drives of each array (FX100: 24 × 7.68 TB)" in html
+    # the sources name the vendor's reports and the chosen reference profile, no internal file
+    assert ("R2: Qwen3-Coder-480B-FP8, TP=8, concurrency 16, 8 × AMD Instinct MI308X (192 GB "
+            "HBM each), ROCm 7.2: local-NVMe TTFT p50 17.31 s") in html
+    assert "DOMAIN.md" not in html and "RUNBOOK" not in html
     assert "ACME" in html and "No decision yet." in html
 
 

@@ -93,3 +93,43 @@ def test_a_customer_of_another_organisation_gets_404_on_any_page(big_run, people
     response = people("Acme").outsider.client.get(
         reverse("run-detail", args=[big_run.id]), {"measurements_page": 2})
     assert response.status_code == 404
+
+
+def _g2_run_on(nodes: int, name: str) -> GateRun:
+    """A finished G2 run on ``nodes`` inference nodes (G2 reads the array on the first node of
+    each array only: the plan's per-node selection is what the page asks for each node)."""
+    engagement = engagement_create(name=name, customer="Acme", start_date=date(2026, 9, 1))
+    credential = Credential.from_secret(f"k-{name}", "PRIVATE KEY TEXT")
+    credential.save()
+    made = [Node.objects.create(engagement=engagement, name=f"gpu-{k:03d}",
+                                role=Node.Role.INFERENCE, address=f"10.{nodes}.1.{k}",
+                                ssh_user="acctest", host_key=HOST_KEY, credential=credential)
+            for k in range(1, nodes + 1)]
+    run = GateRun.objects.create(gate=engagement.gates.get(code="G2"), attempt=1,
+                                 state=GateRun.State.DONE, started_by="engineer",
+                                 finished_at=timezone.now())
+    NodeJob.objects.bulk_create(NodeJob(gate_run=run, node=n, state="done") for n in made)
+    Measurement.objects.bulk_create(
+        Measurement(gate_run=run, node=n, metric="read_bandwidth", value=11.0e9, unit="B/s",
+                    labels={"job": "seqread"}) for n in made)
+    return run
+
+
+def test_the_run_page_asks_the_same_queries_for_2_or_24_nodes(db, people):
+    """The run page's queries do not grow with the nodes (128 nodes asked 258 more before:
+    G2's one-reader-per-array step looked up the first node twice per node)."""
+    client = people("Acme").engineer.client
+    counts, plans = [], []
+    for nodes in (2, 24):
+        run = _g2_run_on(nodes, f"site-{nodes}")
+        url = reverse("run-detail", args=[run.id])
+        client.get(url)  # warm the session and content types
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(url)
+        assert page.status_code == 200
+        assert f"gpu-{nodes:03d}" in page.content.decode()
+        counts.append(len(queries))
+        plans.append(sum(1 for q in queries.captured_queries
+                         if 'FROM "acceptance_node"' in q["sql"]))
+    assert counts[0] == counts[1], counts
+    assert plans[0] == plans[1] <= 3, plans
