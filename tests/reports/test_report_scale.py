@@ -98,10 +98,11 @@ def test_twice_the_nodes_add_their_rows_not_pages_and_every_output_is_attached(l
         assert count > CHART_NODE_LIMIT
 
     # N more nodes: 2N more one-line rows (inventory and node table), at most 46 mm of a
-    # 259 mm page per 10 rows; a per-node section or a bar per node would add pages
+    # 259 mm page per 10 rows, and each of the two lists may cross one more page break; a
+    # per-node section or a bar per node would add pages (before: about 0.57 page per node)
     pages = {count: page_count(path) for count, path in reports.items()}
     rows_pages = 2 * N * 4.6 / 259
-    assert pages[2 * N] - pages[N] <= int(rows_pages) + 1, pages
+    assert pages[2 * N] - pages[N] <= int(rows_pages) + 2, pages
 
     # what redecide needs is still there: the 2N-node report decides the same again
     out = io.StringIO()
