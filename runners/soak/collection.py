@@ -26,8 +26,9 @@ from runners.models import Measurement, ProbeRun
 from runners.parsers import soak_correctness, soak_windows
 from runners.parsers.base import ParseError
 from runners.soak import commands, steady
+from runners.soak.evaluation import WINDOW_METRICS, windows_fold
 from runners.soak.events import event_record
-from runners.soak.models import CollectionGap, Soak, SoakAgent
+from runners.soak.models import CollectionGap, Soak, SoakAgent, SoakWindow
 from runners.soak.nodes import NodePool, node_time
 from runners.soak.plan import real_s
 from runners.transport import TransportError
@@ -108,6 +109,21 @@ def answer_rows(rounds: Sequence[soak_correctness.CorrectnessRound],
     return rows
 
 
+def windows_record(soak: Soak, agent: SoakAgent, stored: Sequence[Measurement]) -> None:
+    """Fold the stored rows of newly collected windows into their ``SoakWindow`` aggregates,
+    once per window (the incremental side of the steady-state figures: nothing already
+    collected is read again)."""
+    folded = windows_fold((m.id, m.metric, m.value, m.labels, m.sampled_at.timestamp(),
+                           agent.node.name) for m in stored
+                          if m.metric in WINDOW_METRICS and m.sampled_at is not None)
+    SoakWindow.objects.bulk_create([SoakWindow(
+        soak=soak, node=agent.node, index=w.index, start=w.start, end=w.end,
+        completed=w.completed, failed=w.failed, ttft_p99=w.ttft_p99,
+        output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
+        first_completion=w.first_completion, last_completion=w.last_completion,
+        measurement_ids=list(w.ids)) for w in folded])
+
+
 # file the agent writes → (probe name of its runs, parser module, records → rows)
 READERS: dict[str, tuple[str, ModuleType, Callable[[Any, SoakAgent], list[Measurement]]]] = {
     "windows.jsonl": ("soak_windows", soak_windows, window_rows),
@@ -144,7 +160,9 @@ def agent_collect(*, soak: Soak, agent: SoakAgent, nodes: NodePool) -> bool:
             except ParseError as error:
                 parse_failed(run, error)
             else:
-                measurements_store(run, rows)
+                stored = measurements_store(run, rows)
+                if name == "windows.jsonl":
+                    windows_record(soak, agent, stored)
             agent.offsets = {**agent.offsets, name: offset + cut}
             agent.last_collected_at = timezone.now()
             agent.save(update_fields=["offsets", "last_collected_at", "last_window",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 
 from django.db import transaction
@@ -25,54 +26,88 @@ from runners.decision import simulated_evidence_error
 from runners.models import GateRun, Measurement
 from runners.soak import steady
 from runners.soak.events import event_record
-from runners.soak.models import FaultWindow, Soak
+from runners.soak.models import FaultWindow, Soak, SoakWindow
 from runners.soak.plan import real_s
 
 logger = logging.getLogger(__name__)
 
 
-def soak_inputs(soak: Soak) -> tuple[list[steady.Window], list[steady.Answer],
-                                     list[steady.Fault]]:
-    """The soak's windows, correctness answers and injected fault windows, from the database
-    (the inputs of ``steady.derive``)."""
+WINDOW_METRICS = ("completed_requests", "failed_requests", "ttft_p99", "output_throughput",
+                  "completion_gap_max")
+
+
+def windows_fold(rows: Iterable[tuple[int, str, float, dict, float, str]]
+                 ) -> list[steady.Window]:
+    """Fold window measurement rows ``(id, metric, value, labels, sampled_at epoch, node)``
+    into one ``steady.Window`` per node and window index (``labels["soak_window"]``); a window
+    without its ``completion_gap_max`` row (which carries its span) is left out. Pure: the
+    collection folds each window once with it, the from-scratch path folds every row."""
     per_window: dict[tuple[str, int], dict] = {}
-    rows = Measurement.objects.filter(
-        gate_run_id=soak.gate_run_id, derived=False,
-        metric__in=["completed_requests", "failed_requests", "ttft_p99", "output_throughput",
-                    "completion_gap_max"]).select_related("node").only(
-        "id", "metric", "value", "labels", "node__name", "sampled_at")
-    for m in rows.iterator():
-        key = (m.node.name, int(m.labels["soak_window"]))
-        entry = per_window.setdefault(key, {"ids": []})
-        entry[m.metric] = m.value
-        entry["ids"].append(m.id)
-        if m.metric == "completion_gap_max":
-            entry["start"] = float(m.labels["window_start"])
-            entry["end"] = m.sampled_at.timestamp()
-            entry["first"] = float(m.labels["first_completion"]) if m.labels.get(
+    for id_, metric, value, labels, sampled, node in rows:
+        entry = per_window.setdefault((node, int(labels["soak_window"])), {"ids": []})
+        entry[metric] = value
+        entry["ids"].append(id_)
+        if metric == "completion_gap_max":
+            entry["start"] = float(labels["window_start"])
+            entry["end"] = sampled
+            entry["first"] = float(labels["first_completion"]) if labels.get(
                 "first_completion") else None
-            entry["last"] = float(m.labels["last_completion"]) if m.labels.get(
+            entry["last"] = float(labels["last_completion"]) if labels.get(
                 "last_completion") else None
-    windows = [
+    return [
         steady.Window(node, index, e["start"], e["end"], e.get("completed_requests", 0.0),
                       e.get("failed_requests", 0.0), e.get("ttft_p99"),
                       e.get("output_throughput"), e["completion_gap_max"], e["first"],
-                      e["last"], tuple(e["ids"]))
+                      e["last"], tuple(sorted(e["ids"])))
         for (node, index), e in sorted(per_window.items()) if "start" in e
     ]
-    answers = [steady.Answer(m.node.name, m.sampled_at.timestamp(), m.value, m.id)
-               for m in Measurement.objects.filter(
+
+
+def soak_windows_scratch(soak: Soak) -> list[steady.Window]:
+    """Every window of the soak re-grouped from all its measurement rows (the from-scratch
+    computation the stored ``SoakWindow`` aggregates must equal; also the path for a soak
+    collected before the aggregates existed)."""
+    rows = Measurement.objects.filter(
+        gate_run_id=soak.gate_run_id, derived=False, metric__in=WINDOW_METRICS).values_list(
+        "id", "metric", "value", "labels", "sampled_at", "node__name")
+    return windows_fold((i, m, v, lab, at.timestamp(), n) for i, m, v, lab, at, n
+                        in rows.iterator(chunk_size=5000))
+
+
+def soak_windows_stored(soak: Soak) -> list[steady.Window]:
+    """The soak's windows from its ``SoakWindow`` aggregates: one row per window, one query."""
+    rows = SoakWindow.objects.filter(soak=soak).order_by("node__name", "index").values_list(
+        "node__name", "index", "start", "end", "completed", "failed", "ttft_p99",
+        "output_throughput", "completion_gap_max", "first_completion", "last_completion",
+        "measurement_ids")
+    return [steady.Window(*row[:-1], tuple(row[-1])) for row in rows.iterator(chunk_size=5000)]
+
+
+def soak_inputs(soak: Soak) -> tuple[list[steady.Window], list[steady.Answer],
+                                     list[steady.Fault]]:
+    """The soak's windows (its stored aggregates; re-grouped from the samples for a soak that
+    has none), correctness answers and injected fault windows: the inputs of
+    ``steady.derive``."""
+    windows = soak_windows_stored(soak)
+    if not windows:
+        windows = soak_windows_scratch(soak)
+    answers = [steady.Answer(node, at.timestamp(), value, id_)
+               for id_, value, node, at in Measurement.objects.filter(
                    gate_run_id=soak.gate_run_id, metric="probe_mismatches", derived=False
-               ).select_related("node").only("id", "value", "node__name", "sampled_at")]
+               ).values_list("id", "value", "node__name", "sampled_at").iterator(
+                   chunk_size=5000)]
     faults = [steady.Fault(f.name, f.injected_at.timestamp(),
                            f.healed_at.timestamp() if f.healed_at else None)
               for f in soak.faults.filter(injected_at__isnull=False)]
     return windows, answers, faults
 
 
-def soak_figures(soak: Soak) -> list[steady.SpanFigure]:
-    """Every span figure of the soak so far (``steady.derive`` on the stored samples)."""
-    windows, answers, faults = soak_inputs(soak)
+def soak_figures(soak: Soak, inputs: tuple[list[steady.Window], list[steady.Answer],
+                                           list[steady.Fault]] | None = None
+                 ) -> list[steady.SpanFigure]:
+    """Every span figure of the soak so far: ``steady.derive`` on ``inputs`` (by default
+    :func:`soak_inputs`), a pure function of the windows, answers and faults."""
+    windows, answers, faults = inputs if inputs is not None else soak_inputs(soak)
     plan = soak.plan
     return steady.derive(
         windows, answers, faults, baseline_windows=int(plan["steady_state"]["baseline_windows"]),
@@ -99,32 +134,49 @@ def soak_checks_update(*, soak: Soak) -> dict:
 
 
 def _store_figures(soak: Soak) -> None:
+    """Store every span figure, each soak duration and each fault's missed mark as derived
+    measurements, each linked to its inputs (the links written in bulk: at 128 nodes × 72 h
+    they are millions of rows)."""
     nodes = {n.name: n for n in soak.gate_run.gate.engagement.nodes.all()}
     gate_run = soak.gate_run
+    inputs = soak_inputs(soak)
+    rows: list[Measurement] = []
+    links: list[tuple[int, ...]] = []
+    for figure in soak_figures(soak, inputs):
+        rows.append(Measurement(gate_run=gate_run, node=nodes.get(figure.node),
+                                metric=figure.metric, value=figure.value, unit=figure.unit,
+                                labels=figure.labels, derived=True))
+        links.append(figure.input_ids)
+    durations: dict[str, list[steady.Window]] = {}
+    for window in inputs[0]:
+        durations.setdefault(window.node, []).append(window)
+    for node, windows in durations.items():
+        loaded = sum(w.end - w.start for w in windows)
+        rows.append(Measurement(
+            gate_run=gate_run, node=nodes.get(node), metric="soak_duration",
+            value=loaded * soak.time_compression, unit="s", derived=True,
+            labels={"time_compression": f"{soak.time_compression:g}",
+                    "real_s": f"{loaded:.1f}", "windows": str(len(windows))}))
+        links.append(tuple(i for w in windows for i in w.ids[:1]))
+    for fault in soak.faults.all():
+        missed = 0.0 if fault.state == FaultWindow.State.HEALED else 1.0
+        rows.append(Measurement(
+            gate_run=gate_run, node=fault.node, metric="fault_windows_missed",
+            value=missed, unit="1", derived=True,
+            labels={"fault": fault.name, "state": fault.state,
+                    **({"reason": fault.error[:120]} if missed else {})}))
+        links.append(())
     with transaction.atomic():
-        for figure in soak_figures(soak):
-            row = Measurement.objects.create(
-                gate_run=gate_run, node=nodes.get(figure.node), metric=figure.metric,
-                value=figure.value, unit=figure.unit, labels=figure.labels, derived=True)
-            row.inputs.set(figure.input_ids)
-        durations: dict[str, list[steady.Window]] = {}
-        for window in soak_inputs(soak)[0]:
-            durations.setdefault(window.node, []).append(window)
-        for node, windows in durations.items():
-            loaded = sum(w.end - w.start for w in windows)
-            row = Measurement.objects.create(
-                gate_run=gate_run, node=nodes.get(node), metric="soak_duration",
-                value=loaded * soak.time_compression, unit="s", derived=True,
-                labels={"time_compression": f"{soak.time_compression:g}",
-                        "real_s": f"{loaded:.1f}", "windows": str(len(windows))})
-            row.inputs.set([i for w in windows for i in w.ids[:1]])
-        for fault in soak.faults.all():
-            missed = 0.0 if fault.state == FaultWindow.State.HEALED else 1.0
-            Measurement.objects.create(
-                gate_run=gate_run, node=fault.node, metric="fault_windows_missed",
-                value=missed, unit="1", derived=True,
-                labels={"fault": fault.name, "state": fault.state,
-                        **({"reason": fault.error[:120]} if missed else {})})
+        stored = Measurement.objects.bulk_create(rows, batch_size=2000)
+        through = Measurement.inputs.through
+        batch: list = []
+        for row, ids in zip(stored, links, strict=True):
+            for input_id in dict.fromkeys(ids):
+                batch.append(through(from_measurement_id=row.id, to_measurement_id=input_id))
+            if len(batch) >= 20000:
+                through.objects.bulk_create(batch, batch_size=5000)
+                batch = []
+        through.objects.bulk_create(batch, batch_size=5000)
 
 
 def _where(soak: Soak, verdict: evaluation.Verdict, samples: list[evaluation.Sample]) -> str:
