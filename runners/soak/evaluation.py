@@ -83,6 +83,22 @@ def soak_windows_stored(soak: Soak) -> list[steady.Window]:
     return [steady.Window(*row[:-1], tuple(row[-1])) for row in rows.iterator(chunk_size=5000)]
 
 
+def soak_windows_rebuild(soak: Soak) -> int:
+    """Store the ``SoakWindow`` aggregates of a soak collected before they existed (from
+    :func:`soak_windows_scratch`); the number of windows stored (0 when it has them)."""
+    if SoakWindow.objects.filter(soak=soak).exists():
+        return 0
+    nodes = dict(soak.gate_run.gate.engagement.nodes.values_list("name", "id"))
+    windows = soak_windows_scratch(soak)
+    SoakWindow.objects.bulk_create([SoakWindow(
+        soak=soak, node_id=nodes[w.node], index=w.index, start=w.start, end=w.end,
+        completed=w.completed, failed=w.failed, ttft_p99=w.ttft_p99,
+        output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
+        first_completion=w.first_completion, last_completion=w.last_completion,
+        measurement_ids=list(w.ids)) for w in windows], batch_size=2000)
+    return len(windows)
+
+
 def soak_inputs(soak: Soak) -> tuple[list[steady.Window], list[steady.Answer],
                                      list[steady.Fault]]:
     """The soak's windows (its stored aggregates; re-grouped from the samples for a soak that
@@ -129,7 +145,9 @@ def soak_checks_update(*, soak: Soak) -> dict:
         checks[spec.key] = {"state": verdict.verdict, "value": verdict.measured,
                             "unit": spec.unit, "explanation": verdict.explanation,
                             "at": timezone.now().isoformat()}
-    Soak.objects.filter(id=soak.id).update(checks=checks)
+    Soak.objects.filter(id=soak.id).update(checks=checks, figures=[
+        {"metric": f.metric, "value": f.value, "unit": f.unit, "labels": f.labels,
+         "node": f.node} for f in figures])
     return checks
 
 

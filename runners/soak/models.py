@@ -112,6 +112,9 @@ class Soak(models.Model):
     checks = models.JSONField(default=dict, blank=True,
                               help_text="latest state of each steady-state check: "
                                         "{check: {state, value, unit, window, at}}")
+    figures = models.JSONField(default=list, blank=True,
+                               help_text="the span figures of the latest driver tick: "
+                                         "[{metric, value, unit, labels, node}]")
     stop_reason = models.TextField(blank=True)
     error = models.TextField(blank=True)
 
