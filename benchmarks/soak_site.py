@@ -18,9 +18,10 @@ the target, ``ratio`` = value ÷ target; medians of ``--runs`` where a figure re
 
 Rows per node and window: 16 client figures of ``vllm bench serve`` (the five the soak reads
 plus eleven it stores), the window's ``completion_gap_max``; correctness answers: 3 prompts
-every second window; one collection record (``ProbeRun``) per node and window (its raw output
-is not written: ``--no-report`` is then implied unless ``--raw`` stores them). Nodes' times
-are plan seconds from a fixed epoch (compression 1, a lab engagement: simulated evidence).
+every second window. No collection records (``ProbeRun`` with raw outputs) are generated: the
+report figure covers the soak section, the figures and the decision basis, not the per-record
+evidence table (its cost grows with the records; see the issue). Nodes' times are plan seconds
+from a fixed epoch (compression 1, a lab engagement: simulated evidence).
 
 Run: ``.venv/bin/python benchmarks/soak_site.py [--nodes 128] [--hours 72] [--runs 3]``.
 """
@@ -194,6 +195,7 @@ def measure(args) -> None:
 
     started = time.perf_counter()
     soak, stored, count = seed(args.nodes, args.hours)
+    sys.stdout.reconfigure(line_buffering=True)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     print(f"# {args.nodes} nodes × {count} windows: {stored} measurement rows, "
@@ -273,6 +275,8 @@ def report_in_child(decision_id: int) -> None:
     from django.db import connections
 
     connections.close_all()
+    sys.stdout.flush()
+    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: a fresh peak RSS, measured from here
         code = 1
