@@ -151,6 +151,26 @@ def soak_checks_update(*, soak: Soak) -> dict:
     return checks
 
 
+def soak_inputs_stamp(soak: Soak) -> tuple:
+    """What the span figures depend on, in three cheap queries: the windows folded in, the
+    correctness answers stored, each fault's injection and heal. Equal stamps, equal figures
+    (a fault still on only grows its span by the windows that arrive)."""
+    return (SoakWindow.objects.filter(soak=soak).count(),
+            Measurement.objects.filter(gate_run_id=soak.gate_run_id, metric="probe_mismatches",
+                                       derived=False).count(),
+            tuple(soak.faults.order_by("position").values_list("injected_at", "healed_at")))
+
+
+def soak_checks_refresh(*, soak: Soak, stamp: tuple | None) -> tuple:
+    """Judge the checks again (:func:`soak_checks_update`) only when the inputs changed since
+    ``stamp`` (the value this returned last time; None: always). The driver calls it every
+    tick: with a 60 s sampling interval and 15 min windows, 14 ticks of 15 bring no window."""
+    now = soak_inputs_stamp(soak)
+    if now != stamp:
+        soak_checks_update(soak=soak)
+    return now
+
+
 def _store_figures(soak: Soak) -> None:
     """Store every span figure, each soak duration and each fault's missed mark as derived
     measurements, each linked to its inputs (the links written in bulk: at 128 nodes × 72 h

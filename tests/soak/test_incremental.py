@@ -12,6 +12,7 @@ import pytest
 from runners.models import Measurement
 from runners.soak.collection import agent_collect
 from runners.soak.evaluation import (
+    soak_checks_refresh,
     soak_figures,
     soak_inputs,
     soak_windows_scratch,
@@ -125,3 +126,22 @@ def test_the_span_figures_from_the_aggregates_equal_those_from_every_sample(coll
     assert spans[("link-down", "during", "probe_mismatches", "")].value == 1.0
     assert spans[("link-down", "after", "request_error_rate", "")].value == 0.0
     assert spans[("", "steady", "probe_mismatches", "")].value == 0.0
+
+
+def test_the_checks_are_judged_again_only_when_a_window_answer_or_fault_arrived(collected):
+    stamp = soak_checks_refresh(soak=collected, stamp=None)
+    collected.refresh_from_db()
+    judged_at = collected.checks["error-rate"]["at"]
+    assert soak_checks_refresh(soak=collected, stamp=stamp) == stamp
+    collected.refresh_from_db()
+    assert collected.checks["error-rate"]["at"] == judged_at  # nothing new: not judged again
+    agent = collected.agents.get()
+    node = Node()
+    node.files["windows.jsonl"] = window_line(19, failed=8)
+    agent.offsets = {}
+    agent.save(update_fields=["offsets"])
+    agent_collect(soak=collected, agent=agent, nodes=node)
+    assert soak_checks_refresh(soak=collected, stamp=stamp) != stamp
+    collected.refresh_from_db()
+    assert collected.checks["error-rate"]["at"] != judged_at
+    assert collected.checks["error-rate"]["state"] == "fail"
