@@ -184,8 +184,9 @@ def _loop(soak: Soak, nodes: NodePool, token: str) -> bool:
         if timezone.now() > deadline:
             _abort(soak, nodes, f"timeout: the soak did not finish by {deadline:%H:%M:%S} UTC")
             return False
-        finished = soak_collect_all(soak=soak, nodes=nodes)
+        # Faults first: a fault falls due on time, not after the nodes' reads of this tick.
         soak_faults_tick(soak=soak, nodes=nodes, start_new=soak.state != Soak.State.PAUSED)
+        finished = soak_collect_all(soak=soak, nodes=nodes)
         stamp = soak_checks_refresh(soak=soak, stamp=stamp)
         pending = soak.faults.filter(state__in=[FaultWindow.State.ARMED,
                                                 FaultWindow.State.INJECTED]).exists()
