@@ -26,41 +26,22 @@ from runners.decision import simulated_evidence_error
 from runners.models import GateRun, Measurement
 from runners.soak import steady
 from runners.soak.events import event_record
-from runners.soak.models import FaultWindow, Soak, SoakWindow
+from runners.soak.models import Soak, SoakWindow
 from runners.soak.plan import real_s
 
 logger = logging.getLogger(__name__)
 
 
-WINDOW_METRICS = ("completed_requests", "failed_requests", "ttft_p99", "output_throughput",
-                  "completion_gap_max")
+WINDOW_METRICS = steady.WINDOW_METRICS
 
 
 def windows_fold(rows: Iterable[tuple[int, str, float, dict, float, str]]
                  ) -> list[steady.Window]:
-    """Fold window measurement rows ``(id, metric, value, labels, sampled_at epoch, node)``
-    into one ``steady.Window`` per node and window index (``labels["soak_window"]``); a window
-    without its ``completion_gap_max`` row (which carries its span) is left out. Pure: the
-    collection folds each window once with it, the from-scratch path folds every row."""
-    per_window: dict[tuple[str, int], dict] = {}
-    for id_, metric, value, labels, sampled, node in rows:
-        entry = per_window.setdefault((node, int(labels["soak_window"])), {"ids": []})
-        entry[metric] = value
-        entry["ids"].append(id_)
-        if metric == "completion_gap_max":
-            entry["start"] = float(labels["window_start"])
-            entry["end"] = sampled
-            entry["first"] = float(labels["first_completion"]) if labels.get(
-                "first_completion") else None
-            entry["last"] = float(labels["last_completion"]) if labels.get(
-                "last_completion") else None
-    return [
-        steady.Window(node, index, e["start"], e["end"], e.get("completed_requests", 0.0),
-                      e.get("failed_requests", 0.0), e.get("ttft_p99"),
-                      e.get("output_throughput"), e["completion_gap_max"], e["first"],
-                      e["last"], tuple(sorted(e["ids"])))
-        for (node, index), e in sorted(per_window.items()) if "start" in e
-    ]
+    """Fold window rows ``(id, metric, value, labels, sampled_at epoch, node)`` into windows
+    with the pure core's ``steady.windows_of``: the collection folds each window once with
+    it, the from-scratch path folds every row."""
+    return steady.windows_of(steady.Row(i, node, metric, value, labels, at)
+                             for i, metric, value, labels, at, node in rows)
 
 
 def soak_windows_scratch(soak: Soak) -> list[steady.Window]:
@@ -68,8 +49,8 @@ def soak_windows_scratch(soak: Soak) -> list[steady.Window]:
     computation the stored ``SoakWindow`` aggregates must equal; also the path for a soak
     collected before the aggregates existed)."""
     rows = Measurement.objects.filter(
-        gate_run_id=soak.gate_run_id, derived=False, metric__in=WINDOW_METRICS).values_list(
-        "id", "metric", "value", "labels", "sampled_at", "node__name")
+        gate_run_id=soak.gate_run_id, derived=False, metric__in=WINDOW_METRICS).order_by(
+        "id").values_list("id", "metric", "value", "labels", "sampled_at", "node__name")
     return windows_fold((i, m, v, lab, at.timestamp(), n) for i, m, v, lab, at, n
                         in rows.iterator(chunk_size=5000))
 
@@ -104,18 +85,24 @@ def soak_inputs(soak: Soak) -> tuple[list[steady.Window], list[steady.Answer],
     """The soak's windows (its stored aggregates; re-grouped from the samples for a soak that
     has none), correctness answers and injected fault windows: the inputs of
     ``steady.derive``."""
-    windows = soak_windows_stored(soak)
-    if not windows:
-        windows = soak_windows_scratch(soak)
+    windows = soak_windows_stored(soak) or soak_windows_scratch(soak)
     answers = [steady.Answer(node, at.timestamp(), value, id_)
                for id_, value, node, at in Measurement.objects.filter(
                    gate_run_id=soak.gate_run_id, metric="probe_mismatches", derived=False
-               ).values_list("id", "value", "node__name", "sampled_at").iterator(
-                   chunk_size=5000)]
+               ).order_by("id").values_list("id", "value", "node__name", "sampled_at")
+               .iterator(chunk_size=5000)]
     faults = [steady.Fault(f.name, f.injected_at.timestamp(),
                            f.healed_at.timestamp() if f.healed_at else None)
               for f in soak.faults.filter(injected_at__isnull=False)]
     return windows, answers, faults
+
+
+def soak_spans(soak: Soak) -> dict:
+    """The plan's steady-state numbers the figures are derived with (real seconds)."""
+    plan = soak.plan
+    return {"baseline_windows": int(plan["steady_state"]["baseline_windows"]),
+            "before_s": real_s(plan, plan["steady_state"]["before_s"]),
+            "after_s": real_s(plan, plan["steady_state"]["after_s"])}
 
 
 def soak_figures(soak: Soak, inputs: tuple[list[steady.Window], list[steady.Answer],
@@ -124,11 +111,13 @@ def soak_figures(soak: Soak, inputs: tuple[list[steady.Window], list[steady.Answ
     """Every span figure of the soak so far: ``steady.derive`` on ``inputs`` (by default
     :func:`soak_inputs`), a pure function of the windows, answers and faults."""
     windows, answers, faults = inputs if inputs is not None else soak_inputs(soak)
-    plan = soak.plan
-    return steady.derive(
-        windows, answers, faults, baseline_windows=int(plan["steady_state"]["baseline_windows"]),
-        before_s=real_s(plan, plan["steady_state"]["before_s"]),
-        after_s=real_s(plan, plan["steady_state"]["after_s"]), now=time.time())
+    return steady.derive(windows, answers, faults, **soak_spans(soak), now=time.time())
+
+
+def fault_outcomes(soak: Soak) -> list[steady.FaultOutcome]:
+    """Every fault window of the plan as it ended (for ``fault_windows_missed``)."""
+    return [steady.FaultOutcome(f.name, f.node.name, f.state, f.error)
+            for f in soak.faults.select_related("node")]
 
 
 def soak_checks_update(*, soak: Soak) -> dict:
@@ -172,44 +161,22 @@ def soak_checks_refresh(*, soak: Soak, stamp: tuple | None) -> tuple:
 
 
 def _store_figures(soak: Soak) -> None:
-    """Store every span figure, each soak duration and each fault's missed mark as derived
-    measurements, each linked to its inputs (the links written in bulk: at 128 nodes × 72 h
-    they are millions of rows)."""
+    """Store every figure G4 is decided on: ``steady.decision_figures`` (the pure core's) on
+    the stored samples."""
     nodes = {n.name: n for n in soak.gate_run.gate.engagement.nodes.all()}
-    gate_run = soak.gate_run
-    inputs = soak_inputs(soak)
-    rows: list[Measurement] = []
-    links: list[tuple[int, ...]] = []
-    for figure in soak_figures(soak, inputs):
-        rows.append(Measurement(gate_run=gate_run, node=nodes.get(figure.node),
-                                metric=figure.metric, value=figure.value, unit=figure.unit,
-                                labels=figure.labels, derived=True))
-        links.append(figure.input_ids)
-    durations: dict[str, list[steady.Window]] = {}
-    for window in inputs[0]:
-        durations.setdefault(window.node, []).append(window)
-    for node, windows in durations.items():
-        loaded = sum(w.end - w.start for w in windows)
-        rows.append(Measurement(
-            gate_run=gate_run, node=nodes.get(node), metric="soak_duration",
-            value=loaded * soak.time_compression, unit="s", derived=True,
-            labels={"time_compression": f"{soak.time_compression:g}",
-                    "real_s": f"{loaded:.1f}", "windows": str(len(windows))}))
-        links.append(tuple(i for w in windows for i in w.ids[:1]))
-    for fault in soak.faults.all():
-        missed = 0.0 if fault.state == FaultWindow.State.HEALED else 1.0
-        rows.append(Measurement(
-            gate_run=gate_run, node=fault.node, metric="fault_windows_missed",
-            value=missed, unit="1", derived=True,
-            labels={"fault": fault.name, "state": fault.state,
-                    **({"reason": fault.error[:120]} if missed else {})}))
-        links.append(())
-    with transaction.atomic():
+    windows, answers, faults = soak_inputs(soak)
+    figures = steady.decision_figures(windows, answers, faults, fault_outcomes(soak),
+                                      **soak_spans(soak),
+                                      time_compression=soak.time_compression)
+    rows = [Measurement(gate_run=soak.gate_run, node=nodes.get(figure.node),
+                        metric=figure.metric, value=figure.value, unit=figure.unit,
+                        labels=figure.labels, derived=True) for figure in figures]
+    with transaction.atomic():  # the input links in bulk: millions of rows at 128 nodes × 72 h
         stored = Measurement.objects.bulk_create(rows, batch_size=2000)
         through = Measurement.inputs.through
         batch: list = []
-        for row, ids in zip(stored, links, strict=True):
-            for input_id in dict.fromkeys(ids):
+        for row, figure in zip(stored, figures, strict=True):
+            for input_id in dict.fromkeys(figure.input_ids):
                 batch.append(through(from_measurement_id=row.id, to_measurement_id=input_id))
             if len(batch) >= 20000:
                 through.objects.bulk_create(batch, batch_size=5000)
