@@ -158,7 +158,7 @@ def _comparison(snapshot: Mapping[str, Any], measured: float, figure: Figure) ->
     text = _("%(figure)s %(arm_value)s %(arm)s vs %(base_value)s %(base)s (%(change)s); "
              "required: %(required)s") % values
     if rounds and rounds != "1":
-        text += " " + _("(mean of %(n)s rounds)") % {"n": rounds}
+        text = _("%(sentence)s (mean of %(n)s rounds)") % {"sentence": text, "n": rounds}
     return text
 
 
@@ -188,7 +188,7 @@ def _line_efficiency(snapshot: Mapping[str, Any], measured: float, figure: Figur
         text = _("Sequential read %(read)s on %(node)s against its network card's line rate "
                  "of %(rate)s (%(share)s); required: %(required)s") % values
     if count > 1:
-        text += " " + _("(lowest of %(n)s)") % {"n": count}
+        text = _("%(sentence)s (lowest of %(n)s)") % {"sentence": text, "n": count}
     return text
 
 
@@ -246,9 +246,9 @@ _INTERNAL = re.compile(
     r"(?:\s*[:;：；]\s*|$)")
 #: The vendor's published reports a source may name, with what a reader looks up.
 REPORT_TITLES = {
-    "R1": gettext_noop("FX100 test report R1: single accelerator, Qwen2.5-32B, cold read"),
+    "R1": gettext_noop("FX100 cold-read test report, Qwen2.5-32B, single accelerator"),
     "R2": gettext_noop("FX100 KV Cache performance test report, 480B TP8, 2026-07-05"),
-    "R3": gettext_noop("FX100 KV Cache test report R3: 480B, TP4 × 2 on one host"),
+    "R3": gettext_noop("FX100 KV Cache test report, 480B, TP4 × 2 on one host"),
 }
 _REPORT = re.compile(r"\bR(\d)\b")
 _DOCS = r"(?:DOMAIN\.md|METRICS\.md|RUNBOOK)"
@@ -269,4 +269,5 @@ def reports_named(texts: Sequence[str]) -> list[str]:
     """The published reports ``texts`` name, each as "R2: its title" (in the active language),
     in number order, for a report's list of references."""
     found = sorted({f"R{n}" for text in texts for n in _REPORT.findall(text)})
-    return [f"{code}: {_(REPORT_TITLES[code])}" for code in found if code in REPORT_TITLES]
+    return [_("%(code)s: %(title)s") % {"code": code, "title": _(REPORT_TITLES[code])}
+            for code in found if code in REPORT_TITLES]

@@ -310,8 +310,8 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
         "soak_template": SOAK_TEMPLATE,
         "business_section": ctx.business_section,
         "plain": [_plain_lines(s, only_headlines=ctx.kind == "final") for s in sections],
-        "references": reports_named([c.reference_source for s in sections
-                                     for c in s.criteria]),
+        "references": _("; ").join(reports_named([c.reference_source for s in sections
+                                                  for c in s.criteria])),
     }
 
 

@@ -124,7 +124,7 @@ def test_the_sentence_reads_in_simplified_chinese():
         named = reports_named(["R2: +29 %"])
     assert _plain(text) == ("输出吞吐量：使用存储阵列 74.9 tok/s，本地 NVMe 53.6 tok/s（+39.7 %）；"
                             "要求：+29 % … +40 %")
-    assert named == ["R2: FX100 KV Cache 性能测试报告，480B TP8，2026-07-05"]
+    assert named == ["R2：FX100 KV Cache 性能测试报告，480B TP8，2026-07-05"]
 
 
 def test_page_one_leads_with_comparisons_and_checks_not_met():

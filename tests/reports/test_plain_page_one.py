@@ -73,7 +73,7 @@ def test_page_one_of_a_g3_report_says_what_was_measured_against_what(transaction
                 f"（−{reduction * 100:.0f} %）；要求：至少 −25 %（2 轮的平均值）") in page1
         assert (f"输出吞吐量：使用存储阵列 {array_tok:.1f} tok/s，本地 NVMe {local_tok:.1f} "
                 f"tok/s（+{gain * 100:.0f} %）；要求：+29 % … +40 %") in page1
-        assert "R2: FX100 KV Cache 性能测试报告，480B TP8，2026-07-05" in page1
+        assert "R2：FX100 KV Cache 性能测试报告，480B TP8，2026-07-05" in page1
     for internal in ("DOMAIN.md", "RUNBOOK", "METRICS.md"):
         assert internal not in whole
     assert "GB/ s" not in whole and "tok/ s" not in whole  # no unit broken mid-word
