@@ -153,7 +153,9 @@ def _decision_view(decision: Decision) -> DecisionView:
         sentence=decision_sentence_text(decision.sentence),
         decided_at=minute(decision.decided_at),
         decided_by=data_text(decision.decided_by),
-        verdicts=[verdict_row(v, words=VERDICT_WORDS) for v in decision.verdicts.all()],
+        # plain=True: what was measured against what (gates.plain), as page 1 of the report
+        verdicts=[verdict_row(v, words=VERDICT_WORDS, plain=True) for v in decision.verdicts
+                  .prefetch_related("measurements__node", "measurements__inputs__node")],
         report_url=reverse("report-download", args=[report.id]) if report else "",
         report_name=report.path.rsplit("/", 1)[-1] if report else "",
         report_signed=minute(report.signed_at) if report else "",
