@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.models import Engagement
+from acceptance.models import Engagement, Membership
 from runners.models import Measurement
 from tests.g3.test_run_g3 import g3_lab, g3_run, run_gate
 from tests.reports.conftest import pdftotext
+from tests.web.conftest import make_user
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,8 @@ def _page(path: str, page: int) -> str:
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
-def test_page_one_of_a_g3_report_says_what_was_measured_against_what(transactional_db, language):
+def test_page_one_of_a_g3_report_says_what_was_measured_against_what(transactional_db, client,
+                                                                     language):
     engagement = g3_lab("kv-gain", nodes=2)
     Engagement.objects.filter(pk=engagement.pk).update(report_language=language)
     code, out, err = run_gate(engagement.name, "G3")
@@ -69,11 +71,26 @@ def test_page_one_of_a_g3_report_says_what_was_measured_against_what(transaction
         assert "R2: FX100 KV Cache performance test report, 480B TP8" in page1
         assert "Simulated evidence: every figure above comes from lab stand-in tools" in page1
     else:
-        assert (f"使用存储阵列 {array_ttft:.1f} s，本地 NVMe {local_ttft:.1f} s"
-                f"（−{reduction * 100:.0f} %）；要求：至少 −25 %（2 轮的平均值）") in page1
-        assert (f"输出吞吐量：使用存储阵列 {array_tok:.1f} tok/s，本地 NVMe {local_tok:.1f} "
-                f"tok/s（+{gain * 100:.0f} %）；要求：+29 % … +40 %") in page1
-        assert "R2：FX100 KV Cache 性能测试报告，480B TP8，2026-07-05" in page1
+        # Chinese lines break between any two characters: compared without white space
+        dense = "".join(page1.split())
+        for sentence in (
+                f"首字时延 (TTFT) p50：使用存储阵列 {array_ttft:.1f} s，本地 NVMe "
+                f"{local_ttft:.1f} s（−{reduction * 100:.0f} %）；要求：至少 −25 %（2 轮的平均值）",
+                f"输出吞吐量：使用存储阵列 {array_tok:.1f} tok/s，本地 NVMe {local_tok:.1f} "
+                f"tok/s（+{gain * 100:.0f} %）；要求：+29 % … +40 %（2 轮的平均值）",
+                "R2：FX100 KV Cache 性能测试报告，480B TP8，2026-07-05"):
+            assert "".join(sentence.split()) in dense, sentence
     for internal in ("DOMAIN.md", "RUNBOOK", "METRICS.md"):
         assert internal not in whole
     assert "GB/ s" not in whole and "tok/ s" not in whole  # no unit broken mid-word
+
+    # The engagement page says the same under G3's decision, in the page's language.
+    client.force_login(make_user("pat-pm", Membership.Role.PROJECT_MANAGER))
+    html = client.get(f"/engagements/{engagement.name}/",
+                      HTTP_ACCEPT_LANGUAGE=language).content.decode()
+    assert run.decision.verdicts.count() == 5
+    if language == "en":
+        assert (f"TTFT p50 {array_ttft:.1f}{NBSP}s with the array vs {local_ttft:.1f}{NBSP}s on "
+                f"local NVMe") in html
+    else:
+        assert f"输出吞吐量：使用存储阵列 {array_tok:.1f}{NBSP}tok/s" in html
