@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from acceptance.models import Array, AuditEntry, BomItem, Credential, Engagement, Node
 from gates.models import Criterion, Gate
+from gates.plain import source_words
 from runners.models import GateRun
 
 HOST_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl "
@@ -29,7 +30,10 @@ def test_it_shows_every_gate_with_its_criteria_and_requirement(client, pm, engag
     assert "drive_count" in html and "&gt;= 24" in html
     assert "0.29 … 0.4" in html  # G3 throughput gain, between
     assert "17.31 s ± 10 %" in html  # G2 baseline, within
-    assert "DOMAIN.md G1: all 24 drives of each array (FX100: 24 × 7.68 TB)" in html
+    # the source as a reader sees it: the published reports named, no internal document
+    source = engagement_a.gates.get(code="G1").criteria.get(key="drive-count").source
+    assert source_words(source) in html
+    assert "DOMAIN.md" not in html and "RUNBOOK" not in html
     assert "ACME" in html and "No decision yet." in html
 
 
@@ -265,5 +269,7 @@ def test_the_page_costs_a_fixed_number_of_queries(client, pm, stopped_a,
                           reason="again")
         decide(engagement.gates.get(code="G1"), G1_MISSING_DRIVE, "stopped")
     client.force_login(pm)
-    with django_assert_max_num_queries(14):  # +1: the soak gates and their latest soak
+    # +1: the soak gates and their latest soak; +3: the latest decisions' verdicts, their
+    # measurements and inputs (the plain words); +3: the business case shown to the PM
+    with django_assert_max_num_queries(20):
         assert client.get(reverse("engagement-detail", args=["acme-1"])).status_code == 200
