@@ -115,10 +115,16 @@ def signoff_waiting(*, report_id: int, parties: list[str]) -> Message:
 def run_failed(*, gate_run_id: int) -> Message:
     run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
     engagement = run.gate.engagement
+    decision = Decision.objects.filter(gate_run=run).only("outcome").first()
+    if decision is None:
+        subject = gettext("[%(engagement)s] %(gate)s run #%(attempt)s failed (no decision)")
+    else:  # decided, but the signed report could not be issued: the gate has not moved yet
+        subject = gettext("[%(engagement)s] %(gate)s run #%(attempt)s: decided %(outcome)s, "
+                          "signed report not issued")
     return Message(
         engagement, "run_failed",
-        gettext("[%(engagement)s] %(gate)s run #%(attempt)s failed (no decision)") % {
-            "engagement": engagement.name, "gate": run.gate.code, "attempt": run.attempt},
+        subject % {"engagement": engagement.name, "gate": run.gate.code,
+                   "attempt": run.attempt, "outcome": decision.outcome if decision else ""},
         _clip(run.error), _run_path(run),
         {"gate": run.gate.code, "gate_run": run.id, "attempt": run.attempt,
          "error": _clip(run.error)})

@@ -125,7 +125,14 @@ def nice_step(span: float, ticks: int = 4) -> float:
 
 
 def _number(value: float) -> str:
-    return f"{value:g}" if abs(value) >= 1 or value == 0 else f"{value:.2g}"
+    """An axis tick as people write it: 5,000,000 and 2.5, never 5e+06."""
+    if value == 0:
+        return "0"
+    if abs(value) < 1:
+        return f"{value:.2g}"
+    if value == round(value):
+        return f"{round(value):,}"
+    return f"{value:,.6f}".rstrip("0").rstrip(".")
 
 
 def bar_chart(*, key: str, title: str, unit: str, points: list[Point],

@@ -62,7 +62,7 @@ def test_a_run_that_failed_is_told_with_its_reason(
     with django_capture_on_commit_callbacks(execute=True):
         gate_run_report_failed(decision=decision, error=RuntimeError("no signing key"))
     [subject] = _subjects(smtp_server, "pat-pm@example.com")
-    assert subject == "[acme-prod] G1 run #1 failed (no decision)"
+    assert subject == "[acme-prod] G1 run #1: decided passed, signed report not issued"
     mail = next(m for m in smtp_server if m["to"] == ["erin-engineer@example.com"])
     assert ("decision recorded (passed) but the signed report could not be issued: "
             "RuntimeError: no signing key") in mail["message"].get_payload(decode=True).decode()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.harness import postgres_url  # noqa: F401 (fixture)
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -74,24 +76,7 @@ def test_it_runs_g1_through_redis_and_a_real_worker(tmp_path, redis_url):
     assert verify.returncode == 0, verify.stdout
 
 
-@pytest.fixture
-def postgres_url():
-    url = os.environ.get("TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("no PostgreSQL answered on 127.0.0.1:5432 and DATABASE_URL is not postgres")
-    import psycopg
-
-    admin = url.replace("postgres://", "postgresql://", 1)
-    name = f"acceptance_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = admin.rpartition("/")
-    yield f"{base}/{name}".replace("postgresql://", "postgres://", 1)
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def test_it_runs_g1_and_g2_on_postgresql(tmp_path, postgres_url):
+def test_it_runs_g1_and_g2_on_postgresql(tmp_path, postgres_url):  # noqa: F811
     env = base_env(tmp_path, DATABASE_URL=postgres_url)
     migrate = manage(env, "migrate", "-v", "0")
     assert migrate.returncode == 0, migrate.stderr

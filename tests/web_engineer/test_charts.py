@@ -60,3 +60,11 @@ def test_no_figures_no_charts_and_ticks_are_round():
                       points=[Point("n1", "node", 11e9)], reference=(12.5e9, "line"))
     assert [t.text for t in chart.ticks] == ["0", "5", "10", "15"]
     assert chart.height > chart.axis_y > chart.bars[0].y
+
+
+def test_large_ticks_read_as_people_write_them_never_in_exponent_form():
+    chart = bar_chart(key="k", title="t", unit="CNY", series_names={},
+                      points=[Point("y1", "saving", 18_400_000)])
+    texts = [t.text for t in chart.ticks]
+    assert texts == ["0", "5,000,000", "10,000,000", "15,000,000", "20,000,000"]
+    assert not any("e+" in t for t in texts)
