@@ -123,16 +123,20 @@ def _criterion(row: VerdictRow) -> VerdictRow:
     return dataclasses.replace(row, verdict_word=_verdict_words()[row.verdict],
                                measured_text=_unit_kept(row.measured_text),
                                requirement=_unit_kept(row.requirement),
+                               explanation=_unit_kept(row.explanation),
                                reference_source=source_words(row.reference_source))
 
 
-_FIGURE_UNIT = re.compile(r"(\d) (GB/s|GB|Gb/s|MB/s|tok/s|s|h|%|K)(?![\w/])")
+_FIGURE_UNIT = re.compile(r"(\d)[ \u00a0](GB/s|GB|Gb/s|MB/s|Mb/s|tok/s|s|h|%|K)(?![\w/])")
+_PER_SECOND = re.compile(r"\b(GB|Gb|MB|Mb|tok)/s\b")
+WORD_JOINER = "\u2060"  # invisible; pdftotext and copy-paste drop it
 
 
 def _unit_kept(text: str) -> str:
-    """``text`` with a non-breaking space between each figure and its unit ("12.50 GB/s"),
-    so a narrow column never ends a line between them."""
-    return _FIGURE_UNIT.sub("\\1\u00a0\\2", text)
+    """``text`` with a non-breaking space between each figure and its unit ("12.50 GB/s") and
+    a word joiner after the slash of a rate, so a line never ends inside "12.50 GB/s"."""
+    text = _FIGURE_UNIT.sub("\\1\u00a0\\2", text)
+    return _PER_SECOND.sub(lambda found: f"{found[1]}/{WORD_JOINER}s", text)
 
 
 def _plain_lines(section: GateSection, *, only_headlines: bool) -> dict:
@@ -145,7 +149,8 @@ def _plain_lines(section: GateSection, *, only_headlines: bool) -> dict:
         "title": _gate_title(section.gate_code, section.gate_name),
         "outcome": section.decision_outcome,
         "outcome_word": _outcome_words()[section.decision_outcome],
-        "lines": [{"text": c.plain, "verdict": c.verdict, "verdict_word": words[c.verdict]}
+        "lines": [{"text": _unit_kept(c.plain), "verdict": c.verdict,
+                   "verdict_word": words[c.verdict]}
                   for c in shown],
         "others_met": sum(1 for c in section.criteria
                           if c not in shown and c.verdict == "pass"),
