@@ -80,6 +80,8 @@ FORMER_CRITERION_DESCRIPTIONS = (
     _('Output throughput at most 10 % below the pre-fault baseline'),
 )
 SCENARIO_DESCRIPTIONS = (
+    _("The kv-gain figures, but the nodes start reading apart: node i's first counter read comes (i − 1) × 8 s late, longer than each 3 s read-back pass, so even with nodes started together the window where all of them read is empty or shorter than the plan's 2 s. The aggregate cannot count: G3 is an error naming the overlap's length."),
+    _("The kv-gain figures, but the plan's read-back wants 8 nodes sharing the array and the lab has fewer: G3 is an error naming the counts, never a pass on fewer nodes."),
     # xgettext:no-python-format
     _('Everything passes: 24 drives present, every self-test passes, no SMART warning, 100 GbE link, fio reads 11.0e9 B/s (88 % of 12.5e9), and the c16 baseline is within ±10 % of R2 (TTFT p50 17.5 s vs 17.31 s, 54.1 vs 53.6 tok/s).'),
     _('One drive is not recognised: nvme list shows 23 drives (FX1A0000 … FX1A0022); everything else is healthy. G1 fails on drive_count 23 < 24.'),

@@ -1,10 +1,16 @@
-"""``python -m acceptance_core redecide REPORT.pdf --trust VENDOR-ROOT.pem``: verify a signed
-report's signature and embedded evidence, re-parse, re-derive and re-evaluate every criterion,
-print recorded against recomputed per criterion and the decision.
+"""``python -m acceptance_core redecide REPORT.pdf --trust VENDOR-ROOT.pem [--customer-trust
+CUSTOMER-ROOT.pem]``: verify a signed report's signatures, each against its own party's roots,
+and its embedded evidence; re-parse, re-derive and re-evaluate every criterion; print recorded
+against recomputed per criterion and the decision.
 
-Exit status: 0 everything matches; 1 a figure, verdict or decision differs (each named);
-2 the report cannot be checked (unreadable, signature not valid or not trusted, no trust root,
-issued before reports carried their criteria snapshot)."""
+Exit status: 0 everything matches and every signature is trusted by its party's roots; 1 a
+figure, verdict or decision differs (each named); 2 the report cannot be checked (unreadable, a
+signature broken, refused or not trusted, no vendor root, issued before reports carried their
+criteria snapshot) — and 2 too when the evidence matches but a countersignature is present and
+no customer root was given: the table is printed (the re-decision rests on the vendor's
+signature alone), but 0 would tell a script that the customer's acceptance was checked when
+anyone could have made that countersignature. A difference (1) outranks an unchecked
+countersignature: it is a finding about the vendor-signed evidence either way."""
 
 from __future__ import annotations
 
@@ -18,19 +24,26 @@ from acceptance_core.pdf import ReportUnreadable, check_signatures, embedded, lo
 from acceptance_core.redecide import CannotCheck, redecide, table
 
 
-def redecide_file(data: bytes, roots: Sequence[Any], out: TextIO) -> int:
-    """Check ``data`` (a signed report) against ``roots`` and print the table; the exit status."""
+def redecide_file(data: bytes, roots: Sequence[Any], out: TextIO,
+                  customer_roots: Sequence[Any] = ()) -> int:
+    """Check ``data`` (a signed report), the vendor's signature against ``roots`` and a
+    countersignature against ``customer_roots``; print the table; the exit status."""
     if not roots:
         print("cannot check: no trust root; pass --trust VENDOR-ROOT.pem (the vendor's CA "
               "certificate)", file=out)
         return 2
-    signatures = check_signatures(data, roots)
+    signatures = check_signatures(data, roots, customer_roots)
     for line in signatures.lines:
         print(line, file=out)
     if not signatures.ok:
         print(f"cannot check: signature: {signatures.problem}", file=out)
         return 2
-    return redecide_evidence(data, out)
+    status = redecide_evidence(data, out)
+    if signatures.unchecked and status == 0:
+        print(f"cannot check: {signatures.unchecked}; the decision above rests on the "
+              f"vendor's signature", file=out)
+        return 2
+    return status
 
 
 def redecide_evidence(data: bytes, out: TextIO) -> int:
@@ -64,17 +77,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument("report", help="the signed report PDF")
     check.add_argument("--trust", action="append", default=[], metavar="ROOT.pem",
                        help="the vendor's trust root (PEM or DER); repeat for more")
+    check.add_argument("--customer-trust", action="append", default=[],
+                       metavar="CUSTOMER-ROOT.pem",
+                       help="the customer's root or signing certificate, for their "
+                            "countersignature only; repeat for more")
     args = parser.parse_args(argv)
     try:
         data = Path(args.report).read_bytes()
         roots = load_roots(args.trust)
+        customer_roots = load_roots(args.customer_trust)
     except OSError as e:
         print(f"cannot check: cannot read {args.report}: {e.strerror}", file=sys.stdout)
         return 2
     except ReportUnreadable as e:
         print(f"cannot check: {e}", file=sys.stdout)
         return 2
-    return redecide_file(data, roots, sys.stdout)
+    return redecide_file(data, roots, sys.stdout, customer_roots)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
 """The signed report as the verifier reads it: its signatures (pyHanko) and its embedded files
-(pypdf). No Django: the vendor's trust roots are given (``--trust ROOT.pem``).
+(pypdf). No Django: each party's trust roots are given (``--trust VENDOR-ROOT.pem``,
+``--customer-trust CUSTOMER-ROOT.pem``).
 
-Trust rules (as ``reports.signing`` applies them): the first signature is the vendor's and must
-chain to the given roots; every signature must be intact; the last one must cover the whole file
-and any earlier one may be followed only by later signatures. A countersignature (the
-customer's) is trusted when its certificate is among the given roots or chains to them; the
-customer's registered certificates live in the service, so offline it is otherwise reported as
-intact but not checked.
+Trust per party (as ``reports.signing`` applies them): the first signature is the vendor's and
+is trusted only against the vendor's roots — a vendor signature whose certificate chains to a
+customer root is refused; every signature must be intact; the last one must cover the whole
+file and any earlier one may be followed only by later signatures. At most one
+countersignature, in the field ``CustomerSignature``, is the customer's: it is trusted only
+against the customer's roots, and refused when it was made with the vendor's key, chains to the
+vendor's roots or (customer roots given) does not chain to the customer's. Without a customer
+root it is reported as intact but *not checked* (``SignatureCheck.unchecked``), never as
+trusted.
 """
 
 from __future__ import annotations
@@ -31,11 +35,18 @@ class ReportUnreadable(Exception):
     """The file is not a report the verifier can read; the message says why."""
 
 
+CUSTOMER_FIELD = "CustomerSignature"  # reports.trust.CUSTOMER_SIGNATURE_FIELD
+
+
 @dataclass(frozen=True)
 class SignatureCheck:
+    """``ok``: every signature intact and none refused (the vendor's trusted); ``unchecked``:
+    the countersignature that could not be checked for want of a customer root ("" if none)."""
+
     ok: bool
     lines: list[str] = field(default_factory=list)
     problem: str = ""
+    unchecked: str = ""
 
 
 def load_roots(paths: Sequence[str]) -> list[Any]:
@@ -49,38 +60,83 @@ def load_roots(paths: Sequence[str]) -> list[Any]:
     return roots
 
 
-def check_signatures(data: bytes, roots: Sequence[Any]) -> SignatureCheck:
-    """Whether the report's signatures are intact, trusted and cover it. Never raises."""
+def _chains(sig: Any, roots: Sequence[Any]) -> bool:
+    """Whether ``sig``'s signer chains to one of ``roots`` (nothing given: no)."""
+    if not roots:
+        return False
+    context = ValidationContext(trust_roots=list(roots), allow_fetching=False)
+    return bool(validate_pdf_signature(sig, context).trusted)
+
+
+def _party_problem(i: int, sig: Any, vendor: Any, vendor_roots: Sequence[Any],
+                   customer_roots: Sequence[Any]) -> str:
+    """Why signature ``i`` is refused for the party it stands for ("" when it is not)."""
+    if i == 0:
+        if _chains(sig, customer_roots):
+            return ("its signer chains to the customer's root; the vendor's signature is "
+                    "trusted only against the vendor's roots")
+        return ""
+    if i > 1 or sig.field_name != CUSTOMER_FIELD:
+        return (f"only one countersignature, in the field {CUSTOMER_FIELD!r}, is accepted "
+                f"after the vendor's signature (this one is in {sig.field_name!r})")
+    if sig.signer_cert.public_key.dump() == vendor.signer_cert.public_key.dump():
+        return "it was made with the vendor's key; only the customer countersigns"
+    if _chains(sig, vendor_roots):
+        return "its signer chains to the vendor's root; only the customer countersigns"
+    return ""
+
+
+def check_signatures(data: bytes, roots: Sequence[Any],
+                     customer_roots: Sequence[Any] = ()) -> SignatureCheck:
+    """Whether the report's signatures are intact, each trusted by its own party's roots
+    (``roots`` the vendor's, ``customer_roots`` the customer's) and cover it. Never raises."""
     try:
         embedded = list(PdfFileReader(io.BytesIO(data), strict=False).embedded_signatures)
         if not embedded:
             return SignatureCheck(False, problem="the document carries no signature")
         embedded.sort(key=lambda sig: sig.signed_revision)
-        lines, problems = [], []
+        lines, problems, unchecked = [], [], ""
         for i, sig in enumerate(embedded):
-            party = "vendor" if i == 0 else "countersignature"
-            context = ValidationContext(trust_roots=list(roots), allow_fetching=False)
+            party = "vendor signature" if i == 0 else "countersignature"
+            own = roots if i == 0 else customer_roots
+            context = ValidationContext(trust_roots=list(own), allow_fetching=False)
             status = validate_pdf_signature(sig, context)
             signer = status.signing_cert.subject.human_friendly
             intact = bool(status.intact and status.valid)
             whole = status.coverage == SignatureCoverageLevel.ENTIRE_FILE
+            refused = _party_problem(i, sig, embedded[0], roots, customer_roots) \
+                if intact else ""
             if not intact:
-                problems.append(f"{party} signature ({signer}): the document was changed after "
+                problems.append(f"{party} ({signer}): the document was changed after "
                                 f"signing (signature does not match)")
-            elif not status.trusted and i == 0:
-                problems.append(f"{party} signature: signer {signer!r} is not trusted by the "
-                                f"given roots")
+            elif refused:
+                problems.append(f"{party} ({signer}) refused: {refused}")
+            elif not status.trusted and (i == 0 or customer_roots):
+                whose = "vendor's" if i == 0 else "customer's"
+                problems.append(f"{party}: signer {signer!r} is not trusted by the "
+                                f"given roots (the {whose})")
+            elif not status.trusted:
+                unchecked = (f"countersignature by {signer} is intact but not checked: no "
+                             f"customer root given (--customer-trust CUSTOMER-ROOT.pem)")
             if i == len(embedded) - 1 and not whole:
-                problems.append(f"{party} signature: an unsigned update follows it")
+                problems.append(f"{party}: an unsigned update follows it")
             elif not whole and (status.coverage != SignatureCoverageLevel.ENTIRE_REVISION
                                 or status.docmdp_ok is False):
-                problems.append(f"{party} signature: content was changed after signing")
-            trusted = "trusted" if status.trusted else "intact, its signer not checked offline"
-            lines.append(f"{party} signature by {signer}: "
-                         f"{trusted if intact else 'BROKEN'}")
+                problems.append(f"{party}: content was changed after signing")
+            if not intact:
+                said = "BROKEN"
+            elif refused:
+                said = "REFUSED"
+            elif status.trusted:
+                said = f"trusted ({'vendor' if i == 0 else 'customer'}'s root)"
+            elif i > 0 and not customer_roots:
+                said = "intact, NOT CHECKED (no customer root given)"
+            else:
+                said = "NOT TRUSTED"
+            lines.append(f"{party} by {signer}: {said}")
         if problems:
             return SignatureCheck(False, lines, "; ".join(problems))
-        return SignatureCheck(True, lines)
+        return SignatureCheck(True, lines, unchecked=unchecked)
     except Exception as e:  # a verifier answers; it does not crash on hostile input
         return SignatureCheck(False, problem=f"the signature cannot be checked: "
                                              f"{type(e).__name__}: {e}")

@@ -3,19 +3,21 @@
 ``redecide(summary, files)`` takes the report's ``summary.json`` (parsed) and its embedded files
 by name. It checks every run's attachment against its sha256, re-parses every raw output with
 the parser the report names (``runners.parsers``), re-derives the figures
-(``gates.derivations``), re-evaluates every criterion with the thresholds the report recorded
-(``gates.evaluation``) and compares each figure, verdict and gate outcome with the recorded one.
+(``gates.derivations``; G4's from the soak's raw outputs, ``acceptance_core.soak``),
+re-evaluates every criterion with the thresholds the report recorded (``gates.evaluation``)
+and compares each figure, verdict and gate outcome with the recorded one.
 A report it cannot check raises :class:`CannotCheck` with the reason (exit status 2).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from acceptance_core.compare import CannotCheck as CannotCheck  # the refusal callers catch
+from acceptance_core.compare import compare, same
+from acceptance_core.soak import soak_samples
 from gates import derivations, evaluation
 from runners.parsers import PARSERS, ParseError
 
@@ -25,12 +27,8 @@ BASIS_SCHEMA = "acceptance-redecide/1"
 _SPEC_FIELDS = ("key", "metric", "label_filter", "aggregation", "operator", "threshold",
                 "threshold_high", "reference_value", "tolerance", "above_range_verdict", "unit",
                 "min_samples", "blocking")
-# Figures computed after the verdicts (baseline_deviation) or of the soak are not re-derived.
+# Figures computed after the verdicts (baseline_deviation) are not re-derived (outside G4).
 _AFTER_VERDICTS = frozenset({"baseline_deviation"})
-
-
-class CannotCheck(Exception):
-    """The report cannot be re-decided; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -64,49 +62,6 @@ class Redecision:
         return 1 if self.differences else 0
 
 
-def same(a: float | None, b: float | None) -> bool:
-    """Two recorded figures agree (both absent, or equal to a part in 10⁹)."""
-    if a is None or b is None:
-        return a is None and b is None
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
-def _key(metric: str, node: str, labels: dict[str, Any]) -> str:
-    return json.dumps([metric, node, {k: str(v) for k, v in labels.items()}], sort_keys=True)
-
-
-def _figure(metric: str, node: str, labels: dict[str, Any]) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "invalid")
-    return metric + (f" on {node}" if node else "") + (f" ({shown})" if shown else "")
-
-
-def _compare(what: str, recorded: list[dict[str, Any]],
-             recomputed: list[tuple[str, str, dict[str, Any], float, str]]) -> list[str]:
-    """Differences between recorded figures (JSON) and recomputed ones (metric, node, labels,
-    value, unit), each naming the figure."""
-    theirs: dict[str, list[dict[str, Any]]] = {}
-    for m in recorded:
-        theirs.setdefault(_key(m["metric"], m.get("node", ""), m.get("labels", {})),
-                          []).append(m)
-    problems = []
-    for metric, node, labels, value, unit in recomputed:
-        found = theirs.get(_key(metric, node, labels))
-        name = _figure(metric, node, labels)
-        if not found:
-            problems.append(f"{what}: {name} = {value:g} {unit} is not in the report")
-            continue
-        m = found.pop(0)
-        if not same(float(m["value"]), value) or m["unit"] != unit:
-            problems.append(f"{what}: {name}: the report says {float(m['value']):g} "
-                            f"{m['unit']}, the evidence gives {value:g} {unit}")
-    for left in theirs.values():
-        for m in left:
-            name = _figure(m["metric"], m.get("node", ""), m.get("labels", {}))
-            problems.append(f"{what}: {name} = {float(m['value']):g} {m['unit']} is in the "
-                            f"report but not in the evidence")
-    return problems
-
-
 def verified_outputs(summary: dict[str, Any], files: dict[str, bytes],
                      result: Redecision) -> dict[str, bytes]:
     """The embedded raw outputs by sha256, each checked against the sha256 the summary gives."""
@@ -133,7 +88,6 @@ def _samples(gate: str, basis: dict[str, Any], outputs: dict[str, bytes],
     """The measured samples: every run's raw output parsed again (and compared with what the
     report recorded from it), plus the measurements that came from no run, as recorded."""
     samples: list[evaluation.Sample] = []
-    soak_read: dict[str, int] = {}
     for number, run in enumerate(basis["runs"], start=1):
         what = f"{gate} run {number} ({run['probe']} on {run['node'] or 'service'})"
         recorded = run.get("measurements") or []
@@ -144,11 +98,6 @@ def _samples(gate: str, basis: dict[str, Any], outputs: dict[str, bytes],
                                   f"not embedded")
             continue
         parser = PARSERS.get(run["parser"])
-        if parser is None and basis.get("derivation") == "soak_spans":
-            # the soak's readers (runners.parsers.soak_windows, soak_correctness) return
-            # records the soak maps to figures itself: their output is checked by sha256 only
-            soak_read[run["parser"]] = soak_read.get(run["parser"], 0) + 1
-            continue
         if parser is None:
             raise CannotCheck(f"{what}: parser {run['parser']!r} is not installed")
         if parser.PARSER_VERSION != run["parser_version"]:
@@ -164,13 +113,10 @@ def _samples(gate: str, basis: dict[str, Any], outputs: dict[str, bytes],
             continue
         mine = [(m.metric, run["node"], {**m.labels, **run.get("labels", {})}, m.value, m.unit)
                 for m in parsed]
-        result.differences.extend(_compare(what, recorded, mine))
+        result.differences.extend(compare(what, recorded, mine))
         for metric, node, labels, value, unit in mine:
             samples.append(evaluation.Sample(len(samples) + 1, metric, value, unit,
                                              {k: str(v) for k, v in labels.items()}, node))
-    for reader, count in sorted(soak_read.items()):
-        result.notes.append(f"{gate}: {count} raw output(s) read by the soak's {reader} reader "
-                            f"match their sha256; their records are not read again")
     for m in basis.get("other_measurements") or []:
         samples.append(_recorded_sample(len(samples) + 1, m))
     return samples
@@ -221,18 +167,17 @@ def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) 
     if basis.get("schema") != BASIS_SCHEMA:
         raise CannotCheck(f"{gate}: re-decision data {basis.get('schema')!r} is not "
                           f"{BASIS_SCHEMA!r}, the one this verifier reads")
-    samples = _samples(gate, basis, outputs, result)
     if basis.get("derivation") == "soak_spans":
-        # The soak's span figures come from its windows and fault times (runners.soak.steady),
-        # outside the pure core: they are judged as recorded.
-        result.notes.append(f"{gate}: the soak's span figures are judged as recorded (they are "
-                            f"not derived again from the windows)")
-        samples = [_recorded_sample(len(samples) + i, m)
-                   for i, m in enumerate(basis.get("derived") or [], start=1)]
+        # G4: every figure derived again from the soak's raw outputs (acceptance_core.soak)
+        samples = soak_samples(gate, basis, outputs, result.notes, result.differences)
     else:
+        samples = _samples(gate, basis, outputs, result)
         arrays, drives = _derivation_inputs(gate, basis)
-        derived = derivations.derive_all(samples, arrays, drives)
-        result.differences.extend(_compare(
+        plan = basis.get("readback")
+        readback = None if not isinstance(plan, dict) else derivations.ReadbackPlan(
+            int(plan["planned_nodes"]), float(plan["min_overlap_s"]))
+        derived = derivations.derive_all(samples, arrays, drives, readback)
+        result.differences.extend(compare(
             f"{gate} derived", [m for m in basis.get("derived") or []
                                 if m["metric"] not in _AFTER_VERDICTS],
             [(d.metric, d.node, d.labels, d.value, d.unit) for d in derived]))

@@ -18,8 +18,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent.parent
 WHOLE = ("acceptance_core", "runners/parsers", "runners/probes")  # every module of these
-PARTS = {"gates": ("evaluation.py", "derivations.py"), "acceptance": ("units.py",),
-         "runners": ()}
+PARTS = {"gates": ("evaluation.py", "derivations.py", "soak_derivations.py"),
+         "acceptance": ("units.py",), "runners": ()}
 STUB = '"""Only the pure core of this package is installed here (acceptance-core)."""\n'
 
 

@@ -18,8 +18,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from gates.evaluation import Sample, at_most
+from gates.evaluation import Sample, at_least, at_most
 
 # --- G1: the drives of each array and their self-tests ---------------------------------------
 
@@ -356,41 +357,177 @@ def derive_kv_tier(samples: list[Sample]) -> list[DerivedSample]:
     return derived
 
 
-def derive_readback(samples: list[Sample],
-                    arrays: Mapping[str, tuple[str, float]]) -> list[DerivedSample]:
-    """The shared read-back (RUNBOOK §4.5; labels ``phase=readback``): per array, the sum of its
-    nodes' ``rx_bandwidth`` (``scope=aggregate``) and ``line_efficiency`` = that sum ÷ the
-    **array port's** line rate, not the sum of the nodes' NICs.
+@dataclass(frozen=True)
+class ReadbackPlan:
+    """What the plan says of the shared read-back (RUNBOOK §4.5): how many nodes read back
+    from one array together (``planned_nodes``: the vendor's "8 nodes sharing one array") and
+    the shortest overlap of their windows that counts (``min_overlap_s``)."""
 
-    ``arrays`` maps a node name to (array name, array port line rate in B/s); nodes without an
-    array are left out. Each node's rate is its own window's mean (two samples around its
-    measured pass), so the sum is the aggregate when the nodes ran together, as the plan
-    starts them.
-    """
-    groups: dict[tuple[str, float], list[Sample]] = defaultdict(list)
+    planned_nodes: int = 8
+    min_overlap_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class NodeWindow:
+    """One node's read-back as the service's clock sees it: its clock skew (node − service,
+    measured at the SSH round trip ``round_trip`` of the sampler's start; None when no
+    service stamped it, and ``points`` are on the node's own clock) and its counter series
+    ``points`` (service time, bytes received) in time order."""
+
+    node: str
+    skew: float | None  # None: unknown (no service clock around the reading: a bundle)
+    round_trip: float
+    points: tuple[tuple[float, float], ...]
+    ids: tuple[int, ...]
+
+    @property
+    def start(self) -> float:
+        return self.points[0][0]
+
+    @property
+    def end(self) -> float:
+        return self.points[-1][0]
+
+    def bytes_at(self, when: float) -> float:
+        """The counter at ``when`` (inside the window), linear between two samples."""
+        for (t0, v0), (t1, v1) in zip(self.points, self.points[1:], strict=False):
+            if t0 <= when <= t1:
+                return v0 if t1 == t0 else v0 + (v1 - v0) * (when - t0) / (t1 - t0)
+        raise ValueError(f"{when} is outside {self.node}'s window")
+
+
+def readback_windows(samples: list[Sample]) -> tuple[dict[str, NodeWindow], list[str]]:
+    """Each node's aligned read-back window from its ``node_clock`` (the node's time printed
+    when the sampler started, labels ``service_sent`` / ``service_received``: the service's
+    clock around that SSH round trip) and its per-second ``rdma_counter`` samples (bytes, label
+    ``time``: the node's clock); and the problems found (a node without its clock reading or
+    with fewer than two samples), each naming the node."""
+    clocks: dict[str, Sample] = {}
+    series: dict[str, list[Sample]] = defaultdict(list)
     for s in samples:
-        if s.metric == "rx_bandwidth" and s.labels.get("phase") == "readback" and s.node in arrays:
-            groups[arrays[s.node]].append(s)
+        if s.labels.get("phase") != "readback":
+            continue
+        if s.metric == "node_clock":
+            clocks.setdefault(s.node, s)
+        elif s.metric == "rdma_counter" and (s.labels.get("counter") == "port_rcv_data"
+                                             or s.labels.get("counter", "").startswith("rx")):
+            series[s.node].append(s)
+    windows: dict[str, NodeWindow] = {}
+    problems: list[str] = []
+    for node in sorted(set(series) | set(clocks)):
+        clock, points = clocks.get(node), series.get(node, [])
+        if clock is None:
+            problems.append(f"{node}: no clock reading at the sampler's start, so its "
+                            f"samples cannot be put on the service's clock")
+            continue
+        if len(points) < 2:
+            problems.append(f"{node}: {len(points)} counter sample(s), at least 2 needed")
+            continue
+        try:
+            sent = float(clock.labels["service_sent"])
+            received = float(clock.labels["service_received"])
+            skew: float | None = clock.value - (sent + received) / 2
+        except (KeyError, ValueError):  # collected without the service (a bundle): unknown
+            sent = received = 0.0
+            skew = None
+        aligned = sorted((float(p.labels["time"]) - (skew or 0.0), p.value) for p in points)
+        windows[node] = NodeWindow(node, skew, received - sent, tuple(aligned),
+                                   (clock.id, *(p.id for p in points)))
+    return windows, problems
+
+
+def _utc(when: float) -> str:
+    """An instant on the service's clock as people read it (UTC, milliseconds)."""
+    return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds")
+
+
+def _skews(windows: list[NodeWindow]) -> str:
+    return ", ".join(f"{w.node} unknown" if w.skew is None else
+                     f"{w.node} {w.skew:+.3f} s (±{w.round_trip / 2:.3f})" for w in windows)
+
+
+def derive_readback(samples: list[Sample], arrays: Mapping[str, tuple[str, float]],
+                    plan: ReadbackPlan | None = None) -> list[DerivedSample]:
+    """The shared read-back (RUNBOOK §4.5; labels ``phase=readback``), per array:
+
+    each node's per-second RDMA counter samples are put on the service's clock (node time −
+    the node's skew, measured at the SSH round trip that started its sampler); the **overlap
+    window** is from the latest first sample to the earliest last sample of the array's
+    nodes; ``rx_bandwidth`` (``scope=aggregate``) = Σ over the nodes of the bytes each
+    received inside the window (its counter interpolated at both ends) ÷ the window's
+    length, and ``line_efficiency`` = that ÷ the **array port's** line rate.
+
+    ``arrays`` maps a node name to (array name, its port's line rate in B/s); nodes without an
+    array are left out. ``plan`` (default :class:`ReadbackPlan`): fewer nodes than planned, a
+    node whose samples cannot be aligned, no overlap or an overlap shorter than
+    ``min_overlap_s`` make the figures ``invalid`` with a reason naming the counts or the
+    length (never a pass). Labels name the window: ``window_start`` / ``window_end`` (on the
+    service's clock, UTC), ``window_s``, ``clock_skew`` per node (with ± half its SSH round
+    trip), ``nodes``, ``planned_nodes``, and ``detail``, all of it in one sentence that the
+    verdict's explanation carries into the report and the run page.
+    """
+    plan = plan or ReadbackPlan()
+    windows, problems = readback_windows(samples)
+    groups: dict[tuple[str, float], list[NodeWindow]] = defaultdict(list)
+    for node, window in windows.items():
+        if node in arrays:
+            groups[arrays[node]].append(window)
+    broken = [p for p in problems if p.split(":", 1)[0] in arrays]
     derived = []
     for (array, line_rate), chosen in sorted(groups.items()):
-        total = math.fsum(s.value for s in chosen)
-        labels = {"scope": "aggregate", "array": array,
-                  "nodes": str(len({s.node for s in chosen})),
-                  "array_line_rate": f"{line_rate:.0f}"}
-        ids = tuple(s.id for s in chosen)
+        start, end = max(w.start for w in chosen), min(w.end for w in chosen)
+        length = end - start
+        labels = {"scope": "aggregate", "array": array, "nodes": str(len(chosen)),
+                  "planned_nodes": str(plan.planned_nodes),
+                  "array_line_rate": f"{line_rate:.0f}", "window_start": _utc(start),
+                  "window_end": _utc(end), "window_s": f"{length:.3f}",
+                  "clock_skew": _skews(chosen)}
+        labels["detail"] = (f"over the window where all {len(chosen)} nodes read, "
+                            f"{labels['window_start']} → {labels['window_end']} "
+                            f"({length:.1f} s; {plan.planned_nodes} planned); clock skew "
+                            f"{labels['clock_skew']}")
+        reasons = list(broken)
+        unknown = [w.node for w in chosen if w.skew is None]
+        if unknown and len(chosen) > 1:
+            reasons.append(f"no service clock around the clock reading of "
+                           f"{', '.join(unknown)} (evidence not collected over the service's "
+                           f"SSH): the nodes' windows cannot be aligned")
+        if len(chosen) < plan.planned_nodes:
+            reasons.append(f"{len(chosen)} of the {plan.planned_nodes} planned nodes read back "
+                           f"from {array} ({', '.join(w.node for w in chosen)})")
+        if length <= 0:
+            reasons.append(f"the nodes' read-back windows do not overlap (the last start is "
+                           f"{-length:.1f} s after the first end)")
+            total = 0.0
+        else:
+            if not at_least(length, plan.min_overlap_s):
+                reasons.append(f"the overlap window is {length:.1f} s, shorter than the "
+                               f"{plan.min_overlap_s:g} s required")
+            total = math.fsum(w.bytes_at(end) - w.bytes_at(start) for w in chosen) / length
+        if reasons:
+            labels["invalid"] = "; ".join(reasons)
+        ids = tuple(i for w in chosen for i in w.ids)
         derived.append(DerivedSample("rx_bandwidth", total, "B/s", labels, "", ids))
-        if line_rate > 0 and total / line_rate <= EFFICIENCY_MAX:  # above 1: impossible
-            derived.append(DerivedSample("line_efficiency", total / line_rate, "ratio",
-                                         dict(labels), "", ids))
+        if line_rate > 0:
+            ratio = total / line_rate
+            eff_labels = dict(labels)
+            if not at_most(ratio, EFFICIENCY_MAX):
+                eff_labels["invalid"] = "; ".join(
+                    [*reasons, f"impossible: {total:.4g} B/s over a port of {line_rate:.4g} "
+                               f"B/s — a ratio above 1 means a wrong link or a wrong figure"])
+            derived.append(DerivedSample("line_efficiency", ratio, "ratio", eff_labels, "",
+                                         ids))
     return derived
 
 
 def derive_all(samples: list[Sample],
                arrays: Mapping[str, tuple[str, float]] | None = None,
-               drives: Mapping[str, ArrayDrives] | None = None) -> list[DerivedSample]:
+               drives: Mapping[str, ArrayDrives] | None = None,
+               readback: ReadbackPlan | None = None) -> list[DerivedSample]:
     """Every derived figure of a gate run's samples (each derivation finds its own inputs and
     yields nothing without them): G1's drives per array (``drives``: see
     ``derive_array_drives``), line efficiency per node, the G3 tier comparison and
-    repeatability, the aggregate read-back per array (``arrays``: see ``derive_readback``)."""
+    repeatability, the aggregate read-back per array over the nodes' overlap window
+    (``arrays``, ``readback``: see ``derive_readback``)."""
     return [*derive_array_drives(samples, drives or {}), *derive_line_efficiency(samples, arrays),
-            *derive_kv_tier(samples), *derive_readback(samples, arrays or {})]
+            *derive_kv_tier(samples), *derive_readback(samples, arrays or {}, readback)]

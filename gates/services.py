@@ -394,6 +394,19 @@ def node_array_line_rates(*, engagement: Engagement) -> dict[str, tuple[str, flo
     }
 
 
+def readback_plan(*, gate) -> derivations.ReadbackPlan | None:
+    """What ``gate``'s plan says of its shared read-back (``derivations.derive_readback``): the
+    planned node count per array (``planned_nodes``, default 8) and the shortest overlap
+    window that counts (``min_overlap_s``, default 60 s); None when the plan has none."""
+    for step in gate.probe_plan or []:
+        if step.get("expand") == "shared_readback":
+            default = derivations.ReadbackPlan()
+            return derivations.ReadbackPlan(
+                int(step.get("planned_nodes", default.planned_nodes)),
+                float(step.get("min_overlap_s", default.min_overlap_s)))
+    return None
+
+
 def array_drive_plans(*, engagement: Engagement) -> dict[str, derivations.ArrayDrives]:
     """Array controller node name → what G1 expects there (``derivations.derive_array_drives``):
     the array's serial, its drive model and its expected drive count."""

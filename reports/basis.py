@@ -7,16 +7,21 @@ the decision recorded) with the recorded figure and verdict of each, the derivat
 same ones ``runners.decision`` gives ``gates.derivations.derive_all``: ``arrays``, each node's
 array and the array port's line rate (G2's line efficiency, G3's shared read-back), and
 ``drives``, per array controller node its array, the array's drive model (``""``: the model most
-drives report) and expected drive count (G1) — and, per probe run, the
+drives report) and expected drive count (G1), ``readback``, the shared read-back's planned
+node count and shortest overlap (G3) — and, per probe run, the
 parser and its version, the labels the run gave its measurements and the measurements recorded
 from its raw output (matched to the embedded raw output by its sha256). A G4 soak's decision
-rests on span figures; they are listed as recorded (``derived``).
+rests on figures derived from its windows, correctness answers and fault windows
+(``gates.soak_derivations``): they are listed as recorded (``derived``) and ``soak`` carries
+what they are derived with besides the raw outputs (``runners.soak.report.soak_basis``: the
+plan's steady-state numbers, time compression, planned requests per window, fault windows).
 """
 
 from __future__ import annotations
 
 from gates.models import Decision
-from gates.services import array_drive_plans, node_array_line_rates
+from gates.services import array_drive_plans, node_array_line_rates, readback_plan
+from runners.soak.report import soak_basis
 
 #: The version of the re-decision data; ``acceptance_core.redecide`` refuses other versions.
 BASIS_SCHEMA = "acceptance-redecide/1"
@@ -29,6 +34,12 @@ _SPEC_FIELDS = ("key", "metric", "label_filter", "aggregation", "operator", "thr
 def _measurement(m) -> dict:
     return {"metric": m.metric, "value": m.value, "unit": m.unit, "labels": dict(m.labels),
             "node": m.node.name if m.node else ""}
+
+
+def _readback(decision: Decision) -> dict | None:
+    plan = readback_plan(gate=decision.gate)
+    return None if plan is None else {"planned_nodes": plan.planned_nodes,
+                                      "min_overlap_s": plan.min_overlap_s}
 
 
 def decision_basis(decision: Decision) -> dict:
@@ -56,20 +67,22 @@ def decision_basis(decision: Decision) -> dict:
         })
     unrun = gate_run.evidence_measurements().filter(derived=False, probe_run__isnull=True)
     derived = gate_run.measurements.filter(derived=True)
-    is_soak = hasattr(gate_run, "soak")
+    soak = soak_basis(gate_run.id)
     arrays = node_array_line_rates(engagement=gate_run.engagement)
     drives = array_drive_plans(engagement=gate_run.engagement)
     return {
         "schema": BASIS_SCHEMA,
         "gate": decision.gate.code,
         "outcome": decision.outcome,
-        "derivation": "soak_spans" if is_soak else "gate",
+        "derivation": "soak_spans" if soak is not None else "gate",
         "criteria": criteria,
         "arrays": {node: [array, rate] for node, (array, rate) in sorted(arrays.items())},
         "drives": {node: {"array": plan.array, "drive_model": plan.drive_model,
                           "expected": plan.expected} for node, plan in sorted(drives.items())},
+        "readback": _readback(decision),
         "runs": runs,
         # measurements that came from no probe run (nothing to re-parse): taken as recorded
         "other_measurements": [_measurement(m) for m in unrun.select_related("node")],
         "derived": [_measurement(m) for m in derived.select_related("node").order_by("id")],
+        **({"soak": soak} if soak is not None else {}),
     }

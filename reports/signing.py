@@ -33,14 +33,17 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from reports.evidence import evidence_check
+from reports.trust import CUSTOMER_SIGNATURE_FIELD as CUSTOMER_SIGNATURE_FIELD
 from reports.trust import (
-    CUSTOMER_SIGNATURE_FIELD,
     MAX_SIGNATURES,
+    NOT_CHECKABLE,
     CustomerResolver,
     CustomerTrust,
     changes_after,
+    countersignature_refusal,
     named_changes,
     pdf_structure_problem,
+    revision_bytes,
     widget_problem,
 )
 
@@ -437,6 +440,8 @@ def _one_signature(embedded, context, ts_context, is_last: bool, party: str,
     if not intact:
         # pyHanko does not judge the chain of a broken signature: say only what is known.
         problems.append("the document was changed after signing (signature does not match)")
+    elif refused.startswith(NOT_CHECKABLE):
+        problems.append(f"the countersignature by {signer!r} {refused} (not valid until then)")
     elif refused:
         problems.append(f"signer {signer!r} is not trusted: {refused}")
     elif not trusted:
@@ -457,16 +462,10 @@ def _one_signature(embedded, context, ts_context, is_last: bool, party: str,
     )
 
 
-def _revision_bytes(data: bytes, embedded) -> bytes:
-    """The file as it was when ``embedded`` was signed (its byte range ends its revision)."""
-    start, first, second, length = (int(x) for x in embedded.byte_range)
-    return data[:second + length]
-
-
 def _customer_of(data: bytes, vendor, customer) -> CustomerTrust | None:
     if customer is None or isinstance(customer, CustomerTrust):
         return customer
-    return customer(_revision_bytes(data, vendor))
+    return customer(revision_bytes(data, vendor))
 
 
 def _check_one(data: bytes, i: int, embedded: list, infos: list, roots, tsa_roots,
@@ -483,26 +482,16 @@ def _check_one(data: bytes, i: int, embedded: list, infos: list, roots, tsa_root
         ts = ValidationContext(trust_roots=roots + tsa_roots, allow_fetching=False)
         info = _one_signature(sig, context, ts, is_last, "vendor")
         if info.intact and not info.later_changes_allowed:
-            names = named_changes(_revision_bytes(data, sig), sig.reader)
+            names = named_changes(revision_bytes(data, sig), sig.reader)
             if names:
                 later = f"{info.later_changes}: {'; '.join(names)}"
                 info = dataclasses.replace(info, later_changes=later,
                                            problem=info.problem.replace(info.later_changes,
                                                                         later))
         return info
-    vendor = infos[0]
-    refused, trust = "", None
-    if sig.field_name != CUSTOMER_SIGNATURE_FIELD or i != 1:
-        refused = (f"only one countersignature, in the field {CUSTOMER_SIGNATURE_FIELD!r}, "
-                   f"is accepted after the vendor's signature")
-    elif not (vendor.intact and vendor.trusted):
-        refused = "the vendor's signature before it is not genuine"
-    else:
-        trust = _customer_of(data, embedded[0], customer)
-        if trust is None or not trust.certificates:
-            refused = "no customer certificate is registered for this report's engagement"
-        else:
-            refused = widget_problem(sig)
+    genuine = infos[0].intact and infos[0].trusted
+    trust = _customer_of(data, embedded[0], customer) if genuine and i == 1 else None
+    refused = countersignature_refusal(sig, i, embedded[0], genuine, trust)
     anchors = list(trust.certificates) if trust is not None and not refused else []
     context = ValidationContext(trust_roots=anchors, allow_fetching=False)
     # the customer's certificate vouches for their signature, never for a timestamp

@@ -54,6 +54,35 @@ def pdf_structure_problem(data: bytes) -> str:
     return ""
 
 
+# A countersignature whose customer has no registered certificate is neither trusted nor
+# refused: it cannot be checked, and the report is then not valid (said so, in these words).
+NOT_CHECKABLE = "cannot be checked: "
+
+
+def countersignature_refusal(sig, index: int, vendor_sig, vendor_genuine: bool,
+                             trust: CustomerTrust | None) -> str:
+    """Why countersignature ``index`` (≥ 1) is not checked against the customer's registered
+    certificates: another field or a second one, the vendor's signature before it not genuine,
+    made with the vendor's key (refused whatever the customer registered), no customer
+    certificate to check it with (``NOT_CHECKABLE``…), or visible; "" when it may be."""
+    if sig.field_name != CUSTOMER_SIGNATURE_FIELD or index != 1:
+        return (f"only one countersignature, in the field {CUSTOMER_SIGNATURE_FIELD!r}, "
+                f"is accepted after the vendor's signature")
+    if not vendor_genuine:
+        return "the vendor's signature before it is not genuine"
+    if sig.signer_cert.public_key.dump() == vendor_sig.signer_cert.public_key.dump():
+        return "it was made with the vendor's key; only the customer countersigns"
+    if trust is None or not trust.certificates:
+        return NOT_CHECKABLE + "no customer certificate is registered for this report's engagement"
+    return widget_problem(sig)
+
+
+def revision_bytes(data: bytes, embedded) -> bytes:
+    """The file as it was when ``embedded`` was signed (its byte range ends its revision)."""
+    start, first, second, length = (int(x) for x in embedded.byte_range)
+    return data[:second + length]
+
+
 def widget_problem(embedded) -> str:
     """"" when the signature's widget cannot be seen (zero-size rect, hidden or no-view);
     else what it covers: a visible countersignature could paint over the report."""

@@ -24,6 +24,7 @@ from gates.services import (
     criterion_spec,
     decision_record,
     node_array_line_rates,
+    readback_plan,
 )
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.probes import SIMULATED_MARKER
@@ -89,7 +90,9 @@ def _store_derived(gate_run: GateRun, samples: list[evaluation.Sample]) -> None:
     arrays = node_array_line_rates(engagement=gate_run.engagement)
     # G1: each array's drives counted and self-tested on its controller.
     drives = array_drive_plans(engagement=gate_run.engagement)
-    for d in derivations.derive_all(samples, arrays, drives):
+    # G3: the read-back's planned node count and shortest overlap, as the plan says.
+    readback = readback_plan(gate=gate_run.gate)
+    for d in derivations.derive_all(samples, arrays, drives, readback):
         row = Measurement.objects.create(
             gate_run=gate_run, node=nodes.get(d.node), metric=d.metric, value=d.value,
             unit=d.unit, labels=d.labels, derived=True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -175,9 +176,15 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     seconds = (override or spec.timeout_s) + 15
     fields = ["exit_code", "finished_at", "state", "error_kind", "error", "tool_version",
               "progress", *intake.OUTPUT_FIELDS]
+    if spec.clock:
+        fields.append("labels")
+    sent_at = time.time()
     try:
         result = ctx.connection.run(sent, timeout=seconds, on_output=recorder.on_output,
                                     on_tick=recorder.on_tick, keep_output=False)
+        if spec.clock:  # the SSH round trip around the node's clock reading (its skew)
+            run.labels = {**run.labels, "service_sent": f"{sent_at:.6f}",
+                          "service_received": f"{time.time():.6f}"}
     except OutputCapReached as error:
         run.finished_at = timezone.now()
         run.tool_version = version.result()

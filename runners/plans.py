@@ -22,12 +22,14 @@ tier sizing (arms with an LMCache config), a warm-up pass, drain, the guarded fl
 cache directory), the measured pass, the /metrics window, stop. Labels ``phase=compare``,
 ``arm``, ``round`` (and ``pass`` on the benchmark runs).
 
-``{"expand": "shared_readback", "arm": ARM, "params": {...}, "arm_params": {...}}`` — one arm
-pass of ``arm`` with an RDMA counter sample right before and right after the measured pass
-(RUNBOOK §4.5: every node of the role runs it at the same time; the aggregate of their
-read-back is judged against the array port). Labels ``phase=readback``, ``arm``, ``round=1``.
-Its first counter sample carries ``"barrier": "readback"``: it starts on every node of the role
-at once (``runners.barrier``).
+``{"expand": "shared_readback", "arm": ARM, "params": {...}, "arm_params": {...},
+"planned_nodes"?: 8, "min_overlap_s"?: 60}`` — one arm pass of ``arm`` with the RDMA counter
+sampled every second from right before to right after the measured pass (RUNBOOK §4.5: every
+node of the role runs it at the same time; the aggregate over the window where all of them
+read is judged against the array port). Labels ``phase=readback``, ``arm``, ``round=1``. The
+sampler's start carries ``"barrier": "readback"``: it starts on every node of the role at once
+(``runners.barrier``). ``planned_nodes`` (per array) and ``min_overlap_s`` are read by
+``gates.services.readback_plan``.
 
 ``params`` is one pool for the whole expansion: each probe takes the parameters it declares
 (``runners.probes``), ``arm_params[ARM]`` adds the arm's own (LMCache config, cache directory,
@@ -126,8 +128,10 @@ def _arm_pass(step: dict, node: Node, arm: str, round_: int, phase: str,
     if counter:
         # Every node of the role starts the read-back together (runners.barrier): from the
         # first counter sample on, their measured passes overlap.
-        steps += [{**one("rdma_counter_sample", sample="t0"), "barrier": "readback"}, measured,
-                  one("rdma_counter_sample", sample="t1")]
+        # The counter is sampled every second in the background from there to the end of
+        # the measured pass, the node's clock read at the start (its skew).
+        steps += [{**one("rdma_counter_series", action="start"), "barrier": "readback"},
+                  measured, one("rdma_counter_series", action="stop")]
     else:
         steps.append(measured)
     steps += [one("kv_metrics_window"), one("kv_engine_stop")]
@@ -159,6 +163,15 @@ def _cold_resume_arms(step: dict, node: Node) -> list[dict]:
 def _shared_readback(step: dict, node: Node) -> list[dict]:
     if not step.get("arm"):
         raise PlanError("shared_readback needs the arm whose read-back is measured")
+    planned = step.get("planned_nodes", 8)
+    if isinstance(planned, bool) or not isinstance(planned, int) or not 1 <= planned <= 4096:
+        raise PlanError(f"shared_readback: planned_nodes must be a whole number 1 … 4096, not "
+                        f"{planned!r}")
+    overlap = step.get("min_overlap_s", 60)
+    if isinstance(overlap, bool) or not isinstance(overlap, int | float) or not (
+            0 < overlap <= 86400):
+        raise PlanError(f"shared_readback: min_overlap_s must be seconds above 0 (at most "
+                        f"86400), not {overlap!r}")
     return _arm_pass(step, node, step["arm"], 1, "readback", counter=True)
 
 

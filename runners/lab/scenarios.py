@@ -35,7 +35,9 @@ Schema (every value plain JSON)::
             "arms": {ARM: {"median_ttft_ms": [float, ...], "output_throughput": [float, ...],
                            "external_hit_ratio": float}}},
      "rdma": {"device": str, "port": int, "array_port_readback": float,
-              "rx_bandwidth": float | None},
+              "rx_bandwidth": float | None, "planned_nodes": int | None,
+              "min_overlap_s": float, "readback_pass_s": float, "stagger_s": float,
+              "first_read_delay_s": float},
      "mounts": {str: str},
      "per_node": {str(int): {section: {...}}}}
 
@@ -91,7 +93,13 @@ counter ``/sys/class/infiniband/DEV/ports/PORT/counters/port_rcv_data`` the ``ca
 simulates (4-byte words, growing at the node's read-back rate). ``array_port_readback`` is
 what the array's port delivers in all (B/s) when the nodes read back together; ``lab up``
 gives each of N nodes ``array_port_readback ÷ N`` as its ``rx_bandwidth`` unless that is set
-(``null``: the whole figure on one node).
+(``null``: the whole figure on one node). ``planned_nodes`` is the read-back's planned node
+count (``null``: every inference node of the lab) and ``min_overlap_s`` the shortest overlap
+window that counts, both written into the lab's G3 plan; ``readback_pass_s`` is how long the
+``vllm`` stand-in's measured read-back pass lasts in real seconds (the window the counter is
+sampled over); ``first_read_delay_s`` makes the ``cat`` stand-in answer the first counter read
+after ``lab up`` that many seconds late (a node that starts reading late), and ``stagger_s``
+sets it to (i − 1) × ``stagger_s`` on node *i* (a staggered read-back).
 ``mounts`` — mount point → source device as ``findmnt`` reports it on the inference node (the
 G3 cache-flush guard checks the cache directory is on the expected device).
 ``per_node`` — overrides merged into inference node *i*'s scenario only (``lab up --nodes N``,
@@ -214,6 +222,13 @@ def _healthy() -> dict:
             # 11.0e9 / 12.5e9 = 88 % of the array port's line rate, shared by the nodes.
             "array_port_readback": 11.0e9,
             "rx_bandwidth": None,
+            # The plan's read-back: null plans every inference node of the lab; the lab's
+            # passes last seconds, so the shortest overlap that counts is 1 s (a site: 60 s).
+            "planned_nodes": None,
+            "min_overlap_s": 2.0,
+            "readback_pass_s": 3.0,
+            "stagger_s": 0.0,
+            "first_read_delay_s": 0.0,
         },
         # RUNBOOK §4.1: the array's cache filesystem on /mnt/fx, the baseline's on the local
         # PCIe NVMe.
@@ -341,6 +356,20 @@ SCENARIOS: dict[str, dict] = {
         "set, so hits may come from DRAM. G3 is an error (invalid arms), not a pass.",
         kv={"host_tier_gb": 64},
     ),
+    "staggered-readback": _variant(
+        "staggered-readback",
+        "The kv-gain figures, but the nodes start reading apart: node i's first counter read "
+        "comes (i − 1) × 8 s late, longer than each 3 s read-back pass, so even with nodes "
+        "started together the window where all of them read is empty or shorter than the "
+        "plan's 2 s. The aggregate cannot count: G3 is an error naming the overlap's length.",
+        rdma={"stagger_s": 8.0},
+    ),
+    "readback-too-few-nodes": _variant(
+        "readback-too-few-nodes",
+        "The kv-gain figures, but the plan's read-back wants 8 nodes sharing the array and the "
+        "lab has fewer: G3 is an error naming the counts, never a pass on fewer nodes.",
+        rdma={"planned_nodes": 8},
+    ),
     "unstable-rounds": _variant(
         "unstable-rounds",
         "Round 2 of the array arm differs from round 1 by more than 5 % (TTFT p50 12.80 s vs "
@@ -435,4 +464,8 @@ def node_scenario(figures: dict, index: int, count: int) -> dict:
     _merge(data, own)
     if data["rdma"].get("rx_bandwidth") is None:
         data["rdma"]["rx_bandwidth"] = data["rdma"]["array_port_readback"] / count
+    if index >= 1 and not own.get("rdma", {}).get("first_read_delay_s"):
+        # a staggered read-back: node i starts reading (i − 1) × stagger_s late
+        data["rdma"]["first_read_delay_s"] = (index - 1) * float(
+            data["rdma"].get("stagger_s") or 0.0)
     return data

@@ -188,12 +188,16 @@ def _write_lmcache_configs(root: Path, figures: dict) -> dict[str, str]:
     return paths
 
 
-def lab_plan(plan: list[dict], ports: dict[str, int], etc: dict[str, str]) -> list[dict]:
+def lab_plan(plan: list[dict], ports: dict[str, int], etc: dict[str, str],
+             readback: dict | None = None) -> list[dict]:
     """``plan`` adapted to lab nodes sharing one host: wherever a step has an engine ``port``,
     each inference node gets its own (``node_params``); arms' LMCache configs point at the lab's
-    files; engine polling is fast. Steps without those parameters are unchanged."""
+    files; engine polling is fast; the shared read-back plans ``readback``'s
+    ``planned_nodes`` and ``min_overlap_s``. Steps without those parameters are unchanged."""
     adapted = copy.deepcopy(plan)
     for step in adapted:
+        if step.get("expand") == "shared_readback" and readback:
+            step.update(readback)
         params = step.get("params") or {}
         for key, value in LAB_FAST_PARAMS.items():
             if key in params:
@@ -239,7 +243,9 @@ def _lab_engagement(name: str, figures: dict, servers: dict[str, server.LabServe
         row.save()  # save() pins the host key's fingerprint
     adapted = []
     for gate in engagement.gates.all():
-        plan = lab_plan(gate.probe_plan, ports, etc)
+        plan = lab_plan(gate.probe_plan, ports, etc, readback={
+            "planned_nodes": figures["rdma"].get("planned_nodes") or len(ports),
+            "min_overlap_s": figures["rdma"].get("min_overlap_s", 1.0)})
         if plan != gate.probe_plan:
             gate.probe_plan = plan
             gate.save(update_fields=["probe_plan"])

@@ -16,6 +16,7 @@ from runners.parsers import (
     nvme_list,
     nvme_self_test_log,
     nvme_smart_log,
+    rdma_series,
     smartctl,
     vllm_bench,
     vllm_metrics,
@@ -34,6 +35,7 @@ PARSERS: dict[str, Parser] = {
     "iperf3": iperf3,
     "vllm_metrics": vllm_metrics,
     "nic_counters": nic_counters,
+    "rdma_series": rdma_series,
 }
 
 __all__ = ["PARSERS", "MeasurementData", "ParseError", "parse_output"]

@@ -14,6 +14,9 @@ only the soak plan knows), so :func:`parse` returns :class:`WindowRecord` object
 collection (``runners.soak.collection``) turns them into measurement rows. Blank lines are
 skipped, an empty range gives no record; a line that is not a JSON object, lacks a key or has
 a non-number where a number belongs raises ParseError naming that line.
+
+:func:`measurements` maps one record to the figures the soak stores for its window (the soak's
+collection and the auditor's verifier both call it).
 """
 
 from __future__ import annotations
@@ -102,3 +105,35 @@ def number_at(tool: str, number: int, record: dict[str, object], key: str) -> fl
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ParseError(tool, number, f"a number for {key!r}", repr(value))
     return float(value)
+
+
+def planned_requests(request_rate: float, window_real_s: float) -> float:
+    """The requests a window of ``window_real_s`` real seconds plans at ``request_rate`` per
+    second (at least 1): what a window the client failed counts as failed."""
+    return float(max(1, round(request_rate * window_real_s)))
+
+
+def measurements(record: WindowRecord, planned: float) -> list[MeasurementData]:
+    """The figures of one window, labelled ``soak_window``: the client's figures (or, when the
+    client failed, ``planned`` failed requests and none completed, labelled ``client_error``)
+    and ``completion_gap_max`` carrying the window's start and first / last completion (epoch
+    seconds, 3 decimals; "" when none)."""
+    labels = {"soak_window": str(record.index)}
+    rows = []
+    if record.error:
+        error = {**labels, "client_error": record.error[:200]}
+        rows.append(MeasurementData("failed_requests", planned, "1", error))
+        rows.append(MeasurementData("completed_requests", 0.0, "1", dict(error)))
+    else:
+        rows.extend(MeasurementData(m.metric, m.value, m.unit, {**m.labels, **labels})
+                    for m in record.bench)
+    rows.append(MeasurementData(
+        "completion_gap_max", record.completion_gap_max_s, "s",
+        {**labels, "window_start": f"{record.started:.3f}",
+         "first_completion": _epoch_text(record.first_completion),
+         "last_completion": _epoch_text(record.last_completion)}))
+    return rows
+
+
+def _epoch_text(epoch: float | None) -> str:
+    return "" if epoch is None else f"{epoch:.3f}"

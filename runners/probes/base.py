@@ -166,6 +166,10 @@ class Probe:
     parse_exit: Callable[[int], bool] = lambda code: code == 0
     # A short form for people (reports) where the command wraps a script; None: the command.
     summary: Callable[[dict[str, Any]], str] | None = None
+    # The output carries the node's clock: the service records its own clock just before the
+    # command is sent and just after its end (run labels ``service_sent`` /
+    # ``service_received``, epoch seconds), from which the node's clock skew is derived.
+    clock: bool = False
 
     def clean(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Validate ``values`` against the declared parameters (unknown names refused)."""

@@ -240,6 +240,37 @@ printf '%s\n' "$line"
 """
 
 
+# The shared read-back's counter, sampled every second in the background from the barrier to
+# the end of the measured pass (RUNBOOK §4.4, §4.5). ``start`` checks the sysfs counter can be
+# read, starts the sampler (bounded: at most ``max_samples`` samples), and prints the node's
+# clock (the service stamps its own around this SSH round trip: the node's clock skew);
+# ``stop`` takes a last sample, stops the sampler and prints every sample.
+COUNTER_SERIES_SCRIPT = r"""
+action=$1 dir=$2 tag=$3 dev=$4 port=$5 counter=$6 most=$7
+file="/sys/class/infiniband/$dev/ports/$port/counters/$counter"
+series="$dir/series-$tag"
+sample() {
+  v=$(cat -- "$file") || return 1
+  printf 'time=%s device=%s port=%s counter=%s value=%s\n' "$(date +%s.%N)" "$dev" "$port" \
+    "$counter" "$v" >> "$series"
+}
+if [ "$action" = start ]; then
+  mkdir -p -- "$dir" || exit $?
+  cat -- "$file" >/dev/null || { echo "cannot read $file" >&2; exit 2; }
+  : > "$series" || exit $?
+  printf 'clock time=%s\n' "$(date +%s.%N)"
+  ( n=0; while [ "$n" -lt "$most" ]; do sample || exit 1; n=$((n + 1)); sleep 1; done ) \
+    </dev/null >/dev/null 2>&1 &
+  echo $! > "$series.pid"
+else
+  [ -r "$series.pid" ] || { echo "no sampler started ($series.pid)" >&2; exit 1; }
+  kill "$(cat -- "$series.pid")" 2>/dev/null
+  rm -f -- "$series.pid"
+  sample || { echo "cannot read $file" >&2; exit 2; }
+  cat -- "$series"
+fi
+"""
+
 def _serve_args(p: dict[str, Any]) -> list[str]:
     return [p["model_path"], "--served-model-name", p["served_model_name"],
             "--tensor-parallel-size", str(p["tensor_parallel_size"]),
@@ -415,5 +446,26 @@ COLD_RESUME_PROBES: tuple[Probe, ...] = (
             f"cat /sys/class/infiniband/{p['rdma_device']}/ports/{p['rdma_port']}/counters/"
             f"{p['counter']}; date +%s.%N (sample {p['sample']})"
         ),
+    ),
+    Probe(
+        "rdma_counter_series", "inference", "rdma_series", ("uname", "-r"), 60,
+        {"result_dir": PATH, "tag": TAG,
+         "action": Param(r"start|stop", rule="start or stop"),
+         "rdma_device": Param(r"[A-Za-z0-9_]{1,32}", "mlx5_0", rule="an RDMA device name"),
+         "rdma_port": Param(int, 1, 1, 16),
+         "counter": Param(r"port_rcv_data|port_xmit_data", "port_rcv_data",
+                          rule="port_rcv_data or port_xmit_data"),
+         "max_samples": Param(int, 4 * 3600, 2, 24 * 3600)},
+        lambda p: ["sh", "-c", COUNTER_SERIES_SCRIPT, "rdma-counter-series", p["action"],
+                   p["result_dir"], p["tag"], p["rdma_device"], str(p["rdma_port"]),
+                   p["counter"], str(p["max_samples"])],
+        "RDMA port counter every second through the read-back, with the node's clock "
+        "(RUNBOOK §4.4, §4.5)",
+        summary=lambda p: (
+            f"cat /sys/class/infiniband/{p['rdma_device']}/ports/{p['rdma_port']}/counters/"
+            f"{p['counter']} with date +%s.%N every second ({p['action']}; at most "
+            f"{p['max_samples']} samples)"
+        ),
+        clock=True,
     ),
 )

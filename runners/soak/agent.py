@@ -97,7 +97,7 @@ def _golden_record(soak: Soak, agent: SoakAgent, nodes: NodePool) -> dict[str, s
         raise AgentStartFailed(f"{agent.node.name}: {run.error}")
     measurements_store(run, [])
     agent.golden_probe_run = run
-    return {a.prompt: a.text or "" for a in rounds[0].answers}
+    return soak_correctness.golden_answers(rounds[0])
 
 
 def soak_agents_start(*, soak: Soak, nodes: NodePool) -> None:

@@ -25,7 +25,7 @@ from runners.intake import measurements_store, parse_failed, raw_output_keep
 from runners.models import Measurement, ProbeRun
 from runners.parsers import soak_correctness, soak_windows
 from runners.parsers.base import ParseError
-from runners.soak import commands, steady
+from runners.soak import commands
 from runners.soak.events import event_record
 from runners.soak.models import CollectionGap, Soak, SoakAgent
 from runners.soak.nodes import NodePool, node_time
@@ -53,59 +53,30 @@ def soak_run_record(*, soak: Soak, agent: SoakAgent, probe: str, parser: ModuleT
 
 def window_rows(records: Sequence[soak_windows.WindowRecord],
                 agent: SoakAgent) -> list[Measurement]:
-    """The measurement rows of window records (not saved); moves ``agent``'s last window and
-    last completion on. A window the client failed counts every planned request as failed."""
+    """The measurement rows of window records (not saved; ``soak_windows.measurements``);
+    moves ``agent``'s last window and last completion on. A window the client failed counts
+    every planned request as failed."""
     plan = agent.soak.plan
+    planned = soak_windows.planned_requests(float(plan["load"]["request_rate"]),
+                                            real_s(plan, plan["load"]["window_s"]))
     rows = []
     for record in records:
-        labels = {"soak_window": str(record.index)}
-        window = []
-        if record.error:
-            planned = max(1, round(float(plan["load"]["request_rate"])
-                                   * real_s(plan, plan["load"]["window_s"])))
-            error = {**labels, "client_error": record.error[:200]}
-            window.append(Measurement(metric="failed_requests", value=planned, unit="1",
-                                      labels=error))
-            window.append(Measurement(metric="completed_requests", value=0, unit="1",
-                                      labels=error))
-        else:
-            window.extend(Measurement(metric=m.metric, value=m.value, unit=m.unit,
-                                      labels={**m.labels, **labels}) for m in record.bench)
-        window.append(Measurement(
-            metric="completion_gap_max", value=record.completion_gap_max_s, unit="s",
-            labels={**labels, "window_start": f"{record.started:.3f}",
-                    "first_completion": _epoch_text(record.first_completion),
-                    "last_completion": _epoch_text(record.last_completion)}))
-        for row in window:
-            row.sampled_at = node_time(record.ended)
-        rows.extend(window)
+        for m in soak_windows.measurements(record, planned):
+            rows.append(Measurement(metric=m.metric, value=m.value, unit=m.unit,
+                                    labels=m.labels, sampled_at=node_time(record.ended)))
         agent.last_window = max(agent.last_window, record.index)
         if record.last_completion:
             agent.last_completion_at = record.last_completion
     return rows
 
 
-def _epoch_text(epoch: float | None) -> str:
-    return "" if epoch is None else f"{epoch:.3f}"
-
-
 def answer_rows(rounds: Sequence[soak_correctness.CorrectnessRound],
                 agent: SoakAgent) -> list[Measurement]:
-    """One ``probe_mismatches`` row per answer of each round (not saved): its divergence from
-    the node's known-good answer, 1 for an answer that failed or has no known-good one."""
-    rows = []
-    for round_ in rounds:
-        for answer in round_.answers:
-            golden = agent.golden.get(answer.prompt)
-            if answer.error or golden is None:
-                value, said = 1.0, f"error: {answer.error or 'no known-good answer'}"
-            else:
-                value, said = steady.divergence(golden, answer.text)
-            rows.append(Measurement(
-                metric="probe_mismatches", value=value, unit="1", sampled_at=node_time(round_.at),
-                labels={"prompt": answer.prompt, "result": said[:120],
-                        "soak_round": str(round_.number)}))
-    return rows
+    """One ``probe_mismatches`` row per answer of each round (not saved;
+    ``soak_correctness.mismatches`` against the node's known-good answers)."""
+    return [Measurement(metric=m.metric, value=m.value, unit=m.unit, labels=m.labels,
+                        sampled_at=node_time(round_.at))
+            for round_ in rounds for m in soak_correctness.mismatches(round_, agent.golden)]
 
 
 # file the agent writes → (probe name of its runs, parser module, records → rows)

@@ -25,7 +25,7 @@ from runners.decision import simulated_evidence_error
 from runners.models import GateRun, Measurement
 from runners.soak import steady
 from runners.soak.events import event_record
-from runners.soak.models import FaultWindow, Soak
+from runners.soak.models import Soak
 from runners.soak.plan import real_s
 
 logger = logging.getLogger(__name__)
@@ -34,50 +34,37 @@ logger = logging.getLogger(__name__)
 def soak_inputs(soak: Soak) -> tuple[list[steady.Window], list[steady.Answer],
                                      list[steady.Fault]]:
     """The soak's windows, correctness answers and injected fault windows, from the database
-    (the inputs of ``steady.derive``)."""
-    per_window: dict[tuple[str, int], dict] = {}
+    (the inputs of ``steady.derive``; ``steady.windows_of`` / ``answers_of`` read the rows)."""
     rows = Measurement.objects.filter(
         gate_run_id=soak.gate_run_id, derived=False,
-        metric__in=["completed_requests", "failed_requests", "ttft_p99", "output_throughput",
-                    "completion_gap_max"]).select_related("node").only(
+        metric__in=[*steady.WINDOW_METRICS, "probe_mismatches"]).select_related("node").only(
         "id", "metric", "value", "labels", "node__name", "sampled_at")
-    for m in rows.iterator():
-        key = (m.node.name, int(m.labels["soak_window"]))
-        entry = per_window.setdefault(key, {"ids": []})
-        entry[m.metric] = m.value
-        entry["ids"].append(m.id)
-        if m.metric == "completion_gap_max":
-            entry["start"] = float(m.labels["window_start"])
-            entry["end"] = m.sampled_at.timestamp()
-            entry["first"] = float(m.labels["first_completion"]) if m.labels.get(
-                "first_completion") else None
-            entry["last"] = float(m.labels["last_completion"]) if m.labels.get(
-                "last_completion") else None
-    windows = [
-        steady.Window(node, index, e["start"], e["end"], e.get("completed_requests", 0.0),
-                      e.get("failed_requests", 0.0), e.get("ttft_p99"),
-                      e.get("output_throughput"), e["completion_gap_max"], e["first"],
-                      e["last"], tuple(e["ids"]))
-        for (node, index), e in sorted(per_window.items()) if "start" in e
-    ]
-    answers = [steady.Answer(m.node.name, m.sampled_at.timestamp(), m.value, m.id)
-               for m in Measurement.objects.filter(
-                   gate_run_id=soak.gate_run_id, metric="probe_mismatches", derived=False
-               ).select_related("node").only("id", "value", "node__name", "sampled_at")]
+    read = [steady.Row(m.id, m.node.name, m.metric, m.value, m.labels, m.sampled_at.timestamp())
+            for m in rows.iterator()]
     faults = [steady.Fault(f.name, f.injected_at.timestamp(),
                            f.healed_at.timestamp() if f.healed_at else None)
               for f in soak.faults.filter(injected_at__isnull=False)]
-    return windows, answers, faults
+    return steady.windows_of(read), steady.answers_of(read), faults
+
+
+def soak_spans(soak: Soak) -> dict:
+    """The plan's steady-state numbers the figures are derived with (real seconds)."""
+    plan = soak.plan
+    return {"baseline_windows": int(plan["steady_state"]["baseline_windows"]),
+            "before_s": real_s(plan, plan["steady_state"]["before_s"]),
+            "after_s": real_s(plan, plan["steady_state"]["after_s"])}
 
 
 def soak_figures(soak: Soak) -> list[steady.SpanFigure]:
     """Every span figure of the soak so far (``steady.derive`` on the stored samples)."""
     windows, answers, faults = soak_inputs(soak)
-    plan = soak.plan
-    return steady.derive(
-        windows, answers, faults, baseline_windows=int(plan["steady_state"]["baseline_windows"]),
-        before_s=real_s(plan, plan["steady_state"]["before_s"]),
-        after_s=real_s(plan, plan["steady_state"]["after_s"]), now=time.time())
+    return steady.derive(windows, answers, faults, **soak_spans(soak), now=time.time())
+
+
+def fault_outcomes(soak: Soak) -> list[steady.FaultOutcome]:
+    """Every fault window of the plan as it ended (for ``fault_windows_missed``)."""
+    return [steady.FaultOutcome(f.name, f.node.name, f.state, f.error)
+            for f in soak.faults.select_related("node")]
 
 
 def soak_checks_update(*, soak: Soak) -> dict:
@@ -99,32 +86,19 @@ def soak_checks_update(*, soak: Soak) -> dict:
 
 
 def _store_figures(soak: Soak) -> None:
+    """Store every figure G4 is decided on: ``steady.decision_figures`` (the pure core's) on
+    the stored samples."""
     nodes = {n.name: n for n in soak.gate_run.gate.engagement.nodes.all()}
-    gate_run = soak.gate_run
+    windows, answers, faults = soak_inputs(soak)
+    figures = steady.decision_figures(windows, answers, faults, fault_outcomes(soak),
+                                      **soak_spans(soak),
+                                      time_compression=soak.time_compression)
     with transaction.atomic():
-        for figure in soak_figures(soak):
+        for figure in figures:
             row = Measurement.objects.create(
-                gate_run=gate_run, node=nodes.get(figure.node), metric=figure.metric,
+                gate_run=soak.gate_run, node=nodes.get(figure.node), metric=figure.metric,
                 value=figure.value, unit=figure.unit, labels=figure.labels, derived=True)
             row.inputs.set(figure.input_ids)
-        durations: dict[str, list[steady.Window]] = {}
-        for window in soak_inputs(soak)[0]:
-            durations.setdefault(window.node, []).append(window)
-        for node, windows in durations.items():
-            loaded = sum(w.end - w.start for w in windows)
-            row = Measurement.objects.create(
-                gate_run=gate_run, node=nodes.get(node), metric="soak_duration",
-                value=loaded * soak.time_compression, unit="s", derived=True,
-                labels={"time_compression": f"{soak.time_compression:g}",
-                        "real_s": f"{loaded:.1f}", "windows": str(len(windows))})
-            row.inputs.set([i for w in windows for i in w.ids[:1]])
-        for fault in soak.faults.all():
-            missed = 0.0 if fault.state == FaultWindow.State.HEALED else 1.0
-            Measurement.objects.create(
-                gate_run=gate_run, node=fault.node, metric="fault_windows_missed",
-                value=missed, unit="1", derived=True,
-                labels={"fault": fault.name, "state": fault.state,
-                        **({"reason": fault.error[:120]} if missed else {})})
 
 
 def _where(soak: Soak, verdict: evaluation.Verdict, samples: list[evaluation.Sample]) -> str:

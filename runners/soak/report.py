@@ -4,6 +4,8 @@ decision was made on, as plain data for ``templates/reports/_soak_section.html``
 :func:`soak_report_section` returns a :class:`SoakReportSection` for a decision whose gate run
 is a soak, else None (so the report template shows the section only for G4). Charts are
 self-contained SVG strings (``runners.soak.charts``): no stylesheet, no URL, nothing fetched.
+:func:`soak_basis` is what the report's ``summary.json`` carries so that the G4 figures can be
+derived again from the embedded raw outputs (``acceptance_core.soak``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from dataclasses import dataclass, field
 from django.utils.translation import gettext as _
 
 from gates.models import Decision
+from runners.parsers.soak_windows import planned_requests
 from runners.soak import presentation, queries
+from runners.soak.evaluation import soak_spans
 from runners.soak.models import Soak
+from runners.soak.plan import real_s
 
 REPORT_CHART_WIDTH = 720  # viewBox width: printed across the A4 text width
 
@@ -168,3 +173,28 @@ def soak_report_section(decision: Decision) -> SoakReportSection | None:
         finished_at=presentation.when_text(soak.finished_at),
         checks=checks, charts=tuple(charts), faults=tuple(faults), gaps=gaps,
         stop_reason=soak.stop_reason, notes=tuple(notes))
+
+
+def _epoch(at) -> float | None:
+    return at.timestamp() if at is not None else None
+
+
+def soak_basis(gate_run_id: int) -> dict | None:
+    """The inputs of G4's figures besides the raw outputs (``gates.soak_derivations``), as plain
+    JSON data; None when the gate run is not a soak: the plan's steady-state numbers (real
+    seconds), its time compression, the requests a window the client failed counts as failed,
+    and every fault window of the plan with its node, state, reason and injection / heal times
+    (epoch seconds, as the service recorded them; null when it did not happen)."""
+    soak = Soak.objects.filter(gate_run_id=gate_run_id).first()
+    if soak is None:
+        return None
+    plan = soak.plan
+    return {
+        **soak_spans(soak), "time_compression": soak.time_compression,
+        "planned_requests": planned_requests(float(plan["load"]["request_rate"]),
+                                             real_s(plan, plan["load"]["window_s"])),
+        "faults": [{"name": f.name, "node": f.node.name, "kind": f.kind, "state": f.state,
+                    "error": f.error, "injected_at": _epoch(f.injected_at),
+                    "healed_at": _epoch(f.healed_at)}
+                   for f in soak.faults.select_related("node")],
+    }

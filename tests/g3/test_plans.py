@@ -58,7 +58,7 @@ def test_the_first_node_runs_the_read_back_then_interleaved_arms_for_two_rounds(
                         "kv_cache_evict", "kv_bench_pass", "kv_metrics_window", "kv_engine_stop"]
     readback = [s["probe"] for s in steps if s["labels"]["phase"] == "readback"]
     assert readback[readback.index("kv_cache_evict") + 1:] == [
-        "rdma_counter_sample", "kv_bench_pass", "rdma_counter_sample", "kv_metrics_window",
+        "rdma_counter_series", "kv_bench_pass", "rdma_counter_series", "kv_metrics_window",
         "kv_engine_stop"]
 
 

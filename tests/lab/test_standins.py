@@ -103,7 +103,8 @@ def test_scenarios_are_plain_json_with_the_schema():
                               "baseline-off", "kv-gain", "kv-no-gain", "kv-no-tier-hits",
                               "unstable-rounds", "boot-drive", "fabrics-controller",
                               "aborted-self-test", "self-test-in-progress",
-                              "dram-tier-per-rank"}
+                              "dram-tier-per-rank", "staggered-readback",
+                              "readback-too-few-nodes"}
     for name, data in SCENARIOS.items():
         assert json.loads(json.dumps(data)) == data
         assert data["name"] == name
@@ -111,7 +112,9 @@ def test_scenarios_are_plain_json_with_the_schema():
                              "rdma", "mounts", "per_node"}
         assert set(data["kv"]) == {"host_tier_gb", "kv_bytes_per_token", "warmup", "arms"}
         assert set(data["kv"]["arms"]) == {"local", "array", "recompute"}
-        assert set(data["rdma"]) == {"device", "port", "array_port_readback", "rx_bandwidth"}
+        assert set(data["rdma"]) == {"device", "port", "array_port_readback", "rx_bandwidth",
+                                     "planned_nodes", "min_overlap_s", "readback_pass_s",
+                                     "stagger_s", "first_read_delay_s"}
         assert set(data["drives"]) == {"count", "model", "serial_prefix", "firmware",
                                        "failed_self_test", "critical_warning",
                                        "extra_controllers", "nvme_cli", "aborted_self_test",

@@ -1,6 +1,6 @@
 """Hostile captures of 10 MB, built from the worst cases of the regular expressions the parsers
-used before (issue 13 item 7: 100 KB took 26.6 s), parse in under a second of CPU time; the rewritten
-patterns find exactly what the old ones found on random text."""
+used before (issue 13 item 7: 100 KB took 26.6 s), parse in under a second of CPU time; the
+rewritten patterns find exactly what the old ones found on random text."""
 
 import random
 import re

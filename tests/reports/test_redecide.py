@@ -1,7 +1,7 @@
 """Re-deciding signed lab reports from the PDF alone (``python -m acceptance_core redecide``
 and ``manage.py redecide``): every lab scenario's report gives its recorded decision again; a
 summary.json that claims another figure than its raw output is named; a report issued before
-schema 2 is refused."""
+schema 2 is refused. G4's soak reports: ``test_redecide_soak.py``."""
 
 from __future__ import annotations
 
@@ -114,8 +114,9 @@ def _pages_show_the_table(client, path: Path) -> None:
 
 
 def test_g3_reports_give_their_decision_again(transactional_db):
-    for scenario, nodes, code, outcome in (("kv-gain", 8, 0, "passed"),
-                                           ("kv-no-gain", 2, 1, "stopped")):
+    # one node each: without workers several nodes read back one after another (no overlap)
+    for scenario, nodes, code, outcome in (("kv-gain", 1, 0, "passed"),
+                                           ("kv-no-gain", 1, 1, "stopped")):
         engagement, _ = lab_up(scenario_name=scenario, nodes=nodes)
         engagement.gates.filter(code__in=["G1", "G2"]).update(state=Gate.State.PASSED)
         status, out, err = run_gate(engagement.name, "G3")
@@ -126,7 +127,8 @@ def test_g3_reports_give_their_decision_again(transactional_db):
         row = table_row(out, "G3", "ttft-reduction")
         assert row[-1] == "yes" and row[-2] == ("pass" if code == 0 else "fail")
         if scenario == "kv-gain":
-            # the shared read-back: 8 nodes' rx_bandwidth summed ÷ the array port's line rate
+            # the shared read-back re-derived from the embedded counter series and clock
+            # reading: the overlap window's bytes ÷ its length ÷ the array port's line rate
             assert table_row(out, "G3", "readback-efficiency")[-2:] == ["pass", "yes"]
             assert table_row(out, "G3", "round-deviation")[-2:] == ["pass", "yes"]
 
@@ -224,23 +226,3 @@ def test_a_report_without_the_criteria_snapshot_is_refused(lab, tmp_path):
     assert status == 2, out
     assert ("cannot check: G1: the report records per-array drive figures but not the arrays' "
             "drive model and expected drive count") in out
-
-
-@pytest.mark.parametrize("scenario", ["soak-clean", "soak-drive-impact"])
-def test_g4_soak_reports_give_their_decision_again(transactional_db, scenario):
-    engagement, _ = lab_up(scenario_name=scenario, overrides={"soak": {"seconds": 30}})
-    Gate.objects.filter(engagement=engagement, code__in=["G1", "G2", "G3"]).update(
-        state=Gate.State.PASSED)
-    status, out, err = run_gate(engagement.name, "G4")
-    # soak-clean passes and soak-drive-impact stops (tests/soak); on a loaded machine a fault
-    # window can be missed, which stops G4 too: either way its report must re-decide the same
-    assert status in (0, 1), out + err
-    outcome = "passed" if status == 0 else "stopped"
-    if scenario == "soak-drive-impact":
-        assert outcome == "stopped"
-    status, out = offline(report_of(engagement, "G4"))
-    assert status == 0, out
-    assert f"decision G4: recorded {outcome}, recomputed {outcome}" in out
-    assert "note: G4: the soak's span figures are judged as recorded" in out
-    assert table_row(out, "G4", "error-rate")[-1] == "yes"
-    assert table_row(out, "G4", "faults-injected")[-1] == "yes"

@@ -43,6 +43,7 @@ from reports.signing import (
     CUSTOMER_SIGNATURE_FIELD,
     DEV_SIGNER_NAME,
     SIGNATURE_FIELD,
+    load_signer,
     sign_pdf,
     verify_pdf,
 )
@@ -388,6 +389,32 @@ def test_a_countersignature_for_another_engagement_is_not_trusted(g1_report, cus
     assert not result.valid
     assert "no customer certificate is registered for this report's engagement" in (
         result.summary)
+
+
+def test_the_service_refuses_the_vendors_key_and_says_what_it_cannot_check(
+        client, g1_report, people):
+    vendor = load_signer()
+    ours = Path(g1_report.path).read_bytes()
+    # no customer certificate registered: not valid, and said to be uncheckable, not forged
+    key, cert = _cert("Cora Customer", usage=_SIGNING_USAGE)
+    theirs = _sign(ours, _signer(key, cert), CUSTOMER_SIGNATURE_FIELD)
+    result = report_verify(data=theirs)
+    assert not result.valid
+    assert ("the countersignature by 'Cora Customer' cannot be checked: no customer "
+            "certificate is registered for this report's engagement (not valid until then)"
+            ) in result.summary
+    page = _page(client, people["customer"], theirs)
+    assert "cannot be checked: no customer certificate is registered" in page
+    assert "Genuine" not in page
+    # the vendor's own certificate registered as the customer's still cannot countersign
+    customer_certificate_add(engagement=g1_report.engagement, uploaded_by="cora",
+                             pem=asn1_pem.armor("CERTIFICATE", vendor.signing_cert.dump()))
+    by_vendor = sign_pdf(ours, signer=vendor, field_name=CUSTOMER_SIGNATURE_FIELD,
+                         timestamper=None)
+    result = report_verify(data=by_vendor)
+    assert not result.valid
+    assert [s.party for s in result.signatures] == ["vendor", "untrusted"]
+    assert "it was made with the vendor's key; only the customer countersigns" in result.summary
 
 
 # --- the verify page's cost ----------------------------------------------------------------------

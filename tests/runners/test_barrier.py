@@ -57,7 +57,7 @@ def test_the_shared_read_back_starts_behind_the_barrier(db):
     engagement = g3_site(2)
     steps = node_steps(engagement.gates.get(code="G3"), engagement.nodes.get(name="gpu-01"))
     barriers = [(s["probe"], s["labels"]) for s in steps if s.get("barrier") == "readback"]
-    assert barriers == [("rdma_counter_sample", {"phase": "readback", "arm": "array",
+    assert barriers == [("rdma_counter_series", {"phase": "readback", "arm": "array",
                                                  "round": "1"})]
     after = steps[[s.get("barrier") for s in steps].index("readback") + 1]
     assert (after["probe"], after["labels"]["pass"]) == ("kv_bench_pass", "measured")

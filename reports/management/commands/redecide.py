@@ -3,7 +3,9 @@ redecide``) with the service's trust: the signatures as ``verify_report`` checks
 roots, the engagement's registered customer certificates), then every criterion re-decided
 from the embedded evidence. Prints recorded against recomputed per criterion and the decision.
 Exit 0 everything matches, 1 a figure, verdict or decision differs (named), 2 the report cannot
-be checked."""
+be checked — a countersignature no registered (or ``--customer-cert``) customer certificate can
+check included: the service trusts a countersignature only against the customer's own
+certificates, never the vendor's roots."""
 
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ class Command(BaseCommand):
         parser.add_argument("--trust", action="append", dest="trust", metavar="ROOT.pem",
                             help="vendor trust root (repeatable); default: REPORT_TRUST_ROOTS "
                                  "or the dev CA")
+        parser.add_argument("--customer-cert", action="append", dest="customer_certs",
+                            metavar="PEM", default=[],
+                            help="also accept this customer signing certificate, for the "
+                                 "customer's countersignature only (repeatable)")
 
     def handle(self, *args: object, **options: object) -> None:
         path = Path(str(options["file"]))
@@ -34,9 +40,11 @@ class Command(BaseCommand):
             self._exit(2, f"cannot check: cannot read {path}: {e.strerror or e}")
         try:
             roots = trust_roots(paths=options["trust"])  # type: ignore[arg-type]
+            extra = (trust_roots(paths=options["customer_certs"])  # type: ignore[arg-type]
+                     if options["customer_certs"] else [])
         except SigningSetupError as e:
             self._exit(2, f"cannot check: {e}")
-        result = report_verify(data=data, roots=roots)
+        result = report_verify(data=data, roots=roots, customer_certificates=extra)
         if not result.valid:
             self._exit(2, f"cannot check: signature: {result.summary}")
         self.stdout.write(f"signature: {result.summary}")
