@@ -10,6 +10,15 @@ from django.utils import translation
 from gates.defaults import DEFAULT_GATES
 from gates.plain import NBSP, Figure, headline, plain_sentence, reports_named, source_words
 
+
+@pytest.fixture(autouse=True)
+def english():
+    """English unless a test says otherwise: an earlier test's request may leave another
+    language active in this thread."""
+    with translation.override("en"):
+        yield
+
+
 CRITERIA = {c["key"]: {**c, "requirement": ""} for g in DEFAULT_GATES for c in g["criteria"]}
 
 
