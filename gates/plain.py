@@ -178,7 +178,10 @@ def _line_efficiency(snapshot: Mapping[str, Any], measured: float, figure: Figur
               "required": requirement_words(snapshot), "node": figure.node,
               "n": figure.labels.get("nodes") or len({f.node for f in reads}),
               "array": figure.labels.get("array", ""), "link": figure.labels.get("link", "")}
-    if figure.labels.get("scope") == "aggregate":
+    if figure.labels.get("scope") == "aggregate" and str(values["n"]) == "1":
+        text = _("One node read %(read)s from array %(array)s, against its port's "
+                 "line rate of %(rate)s (%(share)s); required: %(required)s") % values
+    elif figure.labels.get("scope") == "aggregate":
         text = _("%(n)s nodes together read %(read)s from array %(array)s, against its port's "
                  "line rate of %(rate)s (%(share)s); required: %(required)s") % values
     elif str(values["link"]).startswith("array"):

@@ -1,5 +1,5 @@
 """The business case in a real browser (Playwright driving Debian's Chromium against the live
-server): G3 runs for real on a two-node lab (sshd per node, stand-in engines); the project
+server): G3 runs for real on a one-node lab (sshd per node, stand-in engines); the project
 manager enters the customer's parameters on the page and the engagement page shows the case
 and its two charts, every figure marked simulated evidence; the customer sees the same figures;
 the signed final report's section (WeasyPrint, signed, text read back with pdftotext) carries
@@ -57,7 +57,7 @@ def _other_gates_decided(engagement: Engagement, directory: Path) -> None:
 
 def test_pm_enters_the_case_customer_sees_it_and_the_final_report_matches(
         transactional_db, live_server, browser, tmp_path):  # noqa: F811
-    engagement = g3_lab("kv-gain", nodes=2)
+    engagement = g3_lab("kv-gain", nodes=1)
     code, out, err = run_gate(engagement.name, "G3")
     assert code == 0, out + err
     person("pm-parker", "project_manager")
