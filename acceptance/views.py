@@ -33,6 +33,7 @@ from acceptance.permissions import (
     role_of,
 )
 from acceptance.services import bom_item_tick, engagement_reopen
+from business.presentation import business_page
 from gates.presentation import criterion_text
 from gates.services import criterion_threshold_edit, gate_review_accept
 
@@ -104,6 +105,10 @@ def engagement_detail(request, name: str):
         can_run=has_role(request.user, Role.ENGINEER))
     context["reopen_form"] = ReasonForm(auto_id="reopen_%s")
     context["stopped_reason"] = stopped_reason_text(engagement.stopped_reason)
+    # The business case in the page for the two parties whose decision it serves (the
+    # project manager, the engagement's customer); others follow the link to its page.
+    if has_role(request.user, Role.PROJECT_MANAGER, Role.CUSTOMER):
+        context["business"] = business_page(engagement, can_edit=True)
     return render(request, "acceptance/engagement.html", context)
 
 

@@ -47,6 +47,15 @@ def case_charts(case: Case, currency: str) -> list[Chart]:
     return [cost, saving]
 
 
+def _value_text(value: Any) -> str:
+    """A parameter as a reader reads it: 100000000.0 → "100,000,000", 0.25 → "0.25"."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "" if value is None else str(value)
+    if float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.6g}" if abs(value) < 1000 else f"{value:,.2f}"
+
+
 def business_page(engagement: Engagement, *, can_edit: bool = False) -> dict[str, Any]:
     """The page's (and the final report's) values, in the active language."""
     row = parameters_of(engagement)
@@ -58,6 +67,7 @@ def business_page(engagement: Engagement, *, can_edit: bool = False) -> dict[str
         s["share_text"] = f"{s['storage_share'] * 100:.1f} %"
         s["saving_text"] = f"{s['saving_per_year']:,.0f}"
     fields = [{"name": name, "label": _(LABELS[name]), "value": getattr(row, name),
+               "value_text": _value_text(getattr(row, name)),
                "unit": FIELDS[name][0] if name in FIELDS else "",
                "required": name in REQUIRED, "vendor": name == "array_price"}
               for name in LABELS]

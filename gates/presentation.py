@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from acceptance.data_texts import data_text, explanation_text
 from acceptance.units import measured_text
+from gates.plain import Figure, headline, plain_sentence
 
 if TYPE_CHECKING:
     from gates.models import Criterion, CriterionVerdict
@@ -93,25 +94,46 @@ class VerdictRow:
     verdict_word: str = ""  # the verdict in the words of the surface showing it
     title: str = ""  # a short name of the check (the soak's check cards)
     at: str = ""  # when a live check was last judged, ISO 8601 (the soak)
+    # what was measured against what, in plain words (gates.plain); "" where not asked for
+    plain: str = ""
+    headline: bool = False  # page 1 leads with it (a comparison, or a check not met)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
 
 
+def _figure(m: Any, inputs: bool = True) -> Figure:
+    return Figure(m.metric, m.value, m.unit, dict(m.labels or {}),
+                  m.node.name if m.node_id else "",
+                  tuple(_figure(i, False) for i in m.inputs.all()) if inputs else ())
+
+
+def verdict_figures(verdict: CriterionVerdict) -> list[Figure]:
+    """The measurements ``verdict`` links to, each with its inputs (prefetch
+    ``measurements__inputs__node`` and ``measurements__node`` to read them in three queries)."""
+    return [_figure(m) for m in verdict.measurements.all()]
+
+
 def verdict_row(verdict: CriterionVerdict, *, words: Mapping[str, object] | None = None,
-                stored_explanation: bool = False) -> VerdictRow:
+                stored_explanation: bool = False, plain: bool = False) -> VerdictRow:
     """``verdict`` (a stored ``CriterionVerdict``) as a row, its texts in the active language.
 
     ``words``: the surface's verdict words (lazy translations are fine); without them
     ``verdict_word`` stays "" for the caller to fill. ``stored_explanation``: keep the
     explanation exactly as the evaluation recorded it (the signed report quotes it so).
+    ``plain``: add what was measured against what in plain words (reads the verdict's
+    measurements and their inputs).
     """
     snapshot = verdict.criterion_snapshot
+    description = description_with_bounds(snapshot.get("description", ""), snapshot,
+                                          snapshot.get("unit", verdict.unit))
+    sentence = plain_sentence(snapshot=snapshot, description=description,
+                              measured=verdict.measured_value, unit=verdict.unit,
+                              figures=verdict_figures(verdict)) if plain else ""
     return VerdictRow(
-        key=snapshot.get("key", ""), metric=snapshot["metric"],
-        description=description_with_bounds(snapshot.get("description", ""), snapshot,
-                                            snapshot.get("unit", verdict.unit)),
+        plain=sentence, headline=plain and headline(snapshot, verdict.verdict),
+        key=snapshot.get("key", ""), metric=snapshot["metric"], description=description,
         requirement=snapshot["requirement"],
         measured=verdict.measured_value, unit=verdict.unit,
         measured_text=measured_text(verdict.measured_value, verdict.unit,

@@ -71,7 +71,10 @@ def _section(decision: Decision) -> GateSection:
     gate_run: GateRun = decision.gate_run
     # Descriptions and sources of the default criteria in the report's language, edited ones
     # as written; the explanation is quoted as the evaluation recorded it.
-    criteria = [verdict_row(v, stored_explanation=True) for v in decision.verdicts.all()]
+    # plain=True: page 1 says what was measured against what (gates.plain)
+    verdicts = decision.verdicts.prefetch_related("measurements__node",
+                                                  "measurements__inputs__node")
+    criteria = [verdict_row(v, stored_explanation=True, plain=True) for v in verdicts]
     runs = []
     # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
     for run in (gate_run.evidence_probe_runs().select_related("node")

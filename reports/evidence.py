@@ -46,6 +46,8 @@ class EvidenceCheck:
     runs: int = 0  # runs the summary lists with an attachment
     matched: int = 0  # of those, attachments present with the right sha256
     problems: list[str] = field(default_factory=list)
+    # the summary marks the report simulated evidence (lab stand-in tools), or lists a run so
+    simulated: bool = False
 
 
 _BLOCK = 1 << 20
@@ -188,6 +190,8 @@ def evidence_check(data: bytes) -> EvidenceCheck:
     try:
         summary = json.loads(raw)
         runs = [r for r in summary["runs"] if r.get("attachment")]
+        simulated = bool(summary.get("simulated")) or any(r.get("simulated")
+                                                           for r in summary["runs"])
     except (ValueError, KeyError, TypeError) as e:
         return EvidenceCheck(False, f"embedded {SUMMARY_NAME} is not a report summary: {e}",
                              files=len(files))
@@ -210,7 +214,8 @@ def evidence_check(data: bytes) -> EvidenceCheck:
         problems.append("attachments the summary does not list: " + ", ".join(stray[:5]))
     if problems:
         return EvidenceCheck(False, "; ".join(problems), files=len(files), runs=len(runs),
-                             matched=matched, problems=problems)
+                             matched=matched, problems=problems, simulated=simulated)
     return EvidenceCheck(True, f"embedded evidence matches: {matched} raw output"
                                f"{'s' if matched != 1 else ''} hash to the summary",
-                         files=len(files), runs=len(runs), matched=matched)
+                         files=len(files), runs=len(runs), matched=matched,
+                         simulated=simulated)

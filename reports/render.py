@@ -22,6 +22,7 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from gates.plain import reports_named, source_words
 from gates.presentation import VerdictRow
 from reports.context import EvidenceRow, GateReportContext, GateSection
 from reports.evidence import SUMMARY_FORMAT, SUMMARY_NAME, SUMMARY_SCHEMA_VERSION, attachment_name
@@ -118,8 +119,43 @@ def _finish(started: datetime | None, finished: datetime | None) -> str:
 
 
 def _criterion(row: VerdictRow) -> VerdictRow:
-    """The row with its verdict in the report's words (PASS, FAIL …, translated)."""
-    return dataclasses.replace(row, verdict_word=_verdict_words()[row.verdict])
+    """The row with its verdict in the report's words (PASS, FAIL …, translated) and its
+    source as a reader sees it (the published reports named, no internal documents)."""
+    return dataclasses.replace(row, verdict_word=_verdict_words()[row.verdict],
+                               measured_text=_unit_kept(row.measured_text),
+                               requirement=_unit_kept(row.requirement),
+                               explanation=_unit_kept(row.explanation),
+                               reference_source=source_words(row.reference_source))
+
+
+_FIGURE_UNIT = re.compile(r"(\d)[ \u00a0](GB/s|GB|Gb/s|MB/s|Mb/s|tok/s|s|h|%|K)(?![\w/])")
+_PER_SECOND = re.compile(r"\b(GB|Gb|MB|Mb|tok)/s\b")
+WORD_JOINER = "\u2060"  # invisible; pdftotext and copy-paste drop it
+
+
+def _unit_kept(text: str) -> str:
+    """``text`` with a non-breaking space between each figure and its unit ("12.50 GB/s") and
+    a word joiner after the slash of a rate, so a line never ends inside "12.50 GB/s"."""
+    text = _FIGURE_UNIT.sub("\\1\u00a0\\2", text)
+    return _PER_SECOND.sub(lambda found: f"{found[1]}/{WORD_JOINER}s", text)
+
+
+def _plain_lines(section: GateSection, *, only_headlines: bool) -> dict:
+    """Page 1's "what was measured against what" of one gate: every criterion's plain
+    sentence (a gate report), or only the comparisons and the checks not met (the final
+    report, one block per gate) with the count of the other checks met."""
+    words = _verdict_words()
+    shown = [c for c in section.criteria if c.plain and (c.headline or not only_headlines)]
+    return {
+        "title": _gate_title(section.gate_code, section.gate_name),
+        "outcome": section.decision_outcome,
+        "outcome_word": _outcome_words()[section.decision_outcome],
+        "lines": [{"text": _unit_kept(c.plain), "verdict": c.verdict,
+                   "verdict_word": words[c.verdict]}
+                  for c in shown],
+        "others_met": sum(1 for c in section.criteria
+                          if c not in shown and c.verdict == "pass"),
+    }
 
 
 @dataclass(frozen=True)
@@ -397,6 +433,9 @@ def report_template_context(ctx: GateReportContext) -> dict[str, object]:
         "soak_section": ctx.soak_section,
         "soak_template": SOAK_TEMPLATE,
         "business_section": ctx.business_section,
+        "plain": [_plain_lines(s, only_headlines=ctx.kind == "final") for s in sections],
+        "references": _("; ").join(reports_named([c.reference_source for s in sections
+                                                  for c in s.criteria])),
     }
 
 

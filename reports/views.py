@@ -185,6 +185,9 @@ def _verification(request, data: bytes, filename: str) -> dict:
         "modified": _yes_no(result.modified_after_signing),
         "evidence": result.evidence.summary if result.evidence is not None else "",
         "evidence_ok": bool(result.evidence is not None and result.evidence.ok),
+        # a genuine file can still be a lab demonstration: said beside "Genuine", never hidden
+        "simulated": bool(result.evidence is not None
+                          and getattr(result.evidence, "simulated", False)),
         "known": _known_text(known) if known else "",
     }
 

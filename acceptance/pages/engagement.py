@@ -34,10 +34,11 @@ from acceptance.pages.words import (
     week_text,
 )
 from gates import evaluation
-from gates.models import Criterion, Decision, Gate
+from gates.models import Criterion, CriterionVerdict, Decision, Gate
+from gates.plain import source_words
 from gates.presentation import VerdictRow, criterion_text, verdict_row
 from gates.services import EDITABLE_BY_OPERATOR, criterion_spec
-from runners.models import GateRun
+from runners.models import GateRun, Measurement
 
 RECENT_RUNS = 3
 
@@ -145,7 +146,21 @@ def _unit_text(unit: str) -> str:
     return {"1": _("count"), "ratio": _("ratio")}.get(unit, unit)
 
 
-def _decision_view(decision: Decision) -> DecisionView:
+def latest_verdicts(decisions: list[Decision]) -> dict[int, list[CriterionVerdict]]:
+    """The verdicts of ``decisions`` (the gates' latest) with their measurements and those
+    measurements' inputs, for the plain words (gates.plain): three queries, however many
+    gates, decisions or figures."""
+    figures = Measurement.objects.select_related("node")
+    verdicts = (CriterionVerdict.objects.filter(decision__in=decisions).order_by("position")
+                .prefetch_related(Prefetch("measurements", queryset=figures.prefetch_related(
+                    Prefetch("inputs", queryset=Measurement.objects.select_related("node"))))))
+    found: dict[int, list[CriterionVerdict]] = {d.id: [] for d in decisions}
+    for v in verdicts:
+        found[v.decision_id].append(v)
+    return found
+
+
+def _decision_view(decision: Decision, verdicts: list[CriterionVerdict]) -> DecisionView:
     report = decision.report if has_report(decision) else None
     return DecisionView(
         outcome=decision.outcome,
@@ -153,7 +168,8 @@ def _decision_view(decision: Decision) -> DecisionView:
         sentence=decision_sentence_text(decision.sentence),
         decided_at=minute(decision.decided_at),
         decided_by=data_text(decision.decided_by),
-        verdicts=[verdict_row(v, words=VERDICT_WORDS) for v in decision.verdicts.all()],
+        # plain=True: what was measured against what (gates.plain), as page 1 of the report
+        verdicts=[verdict_row(v, words=VERDICT_WORDS, plain=True) for v in verdicts],
         report_url=reverse("report-download", args=[report.id]) if report else "",
         report_name=report.path.rsplit("/", 1)[-1] if report else "",
         report_signed=minute(report.signed_at) if report else "",
@@ -217,14 +233,16 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
     gates = engagement_gates(engagement)
     accepted = engagement.state == Engagement.State.ACCEPTED
     sections = []
+    latests = {gate.id: next(iter(gate.decisions.all()), None) for gate in gates}
+    verdicts = latest_verdicts([d for d in latests.values() if d is not None])
     for gate in gates:
-        decisions = list(gate.decisions.all())
-        latest = decisions[0] if decisions else None
+        latest = latests[gate.id]
         criteria = [
             CriterionLine(
                 key=c.key, metric=c.metric, description=criterion_text(c),
                 requirement=criterion_requirement(c),
-                unit=_unit_text(c.unit), source=data_text(c.source), blocking=c.blocking,
+                unit=_unit_text(c.unit), source=source_words(data_text(c.source)),
+                blocking=c.blocking,
                 edit_url=reverse("criterion-edit", args=[name, gate.code, c.key])
                 if can_manage and not accepted and c.operator in EDITABLE_BY_OPERATOR else "")
             for c in gate.criteria.all()
@@ -243,7 +261,7 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
             due_date=day(gate.due_date), due_text=days_text(gate.due_date, today),
             overdue=is_overdue(gate, today), description=data_text(gate.description),
             criteria=criteria,
-            decision=_decision_view(latest) if latest else None,
+            decision=_decision_view(latest, verdicts[latest.id]) if latest else None,
             plain=gate_sentence(gate, latest, today), runs=runs, in_review=in_review,
             accept_review_url=reverse("gate-accept-review", args=[name, gate.code])
             if in_review and can_manage else "",

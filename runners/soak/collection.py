@@ -13,6 +13,8 @@ that cannot be reached opens a collection gap, closed by the next collection tha
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import wait
+from dataclasses import dataclass
 from datetime import datetime
 from types import ModuleType
 from typing import Any
@@ -26,12 +28,14 @@ from runners.models import Measurement, ProbeRun
 from runners.parsers import soak_correctness, soak_windows
 from runners.parsers.base import ParseError
 from runners.soak import commands
+from runners.soak.evaluation import WINDOW_METRICS, windows_fold
 from runners.soak.events import event_record
-from runners.soak.models import CollectionGap, Soak, SoakAgent
+from runners.soak.models import CollectionGap, Soak, SoakAgent, SoakWindow
 from runners.soak.nodes import NodePool, node_time
 from runners.soak.plan import real_s
-from runners.transport import TransportError
+from runners.transport import CommandResult, TransportError
 
+COLLECT_WAIT_S = 20.0  # per tick, for the nodes' reads (each bounded by its own timeouts)
 STDERR_KEEP_BYTES = 64 << 10  # the soak's own commands say little on stderr; more is noise
 
 
@@ -79,6 +83,21 @@ def answer_rows(rounds: Sequence[soak_correctness.CorrectnessRound],
             for round_ in rounds for m in soak_correctness.mismatches(round_, agent.golden)]
 
 
+def windows_record(soak: Soak, agent: SoakAgent, stored: Sequence[Measurement]) -> None:
+    """Fold the stored rows of newly collected windows into their ``SoakWindow`` aggregates,
+    once per window (the incremental side of the steady-state figures: nothing already
+    collected is read again)."""
+    folded = windows_fold((m.id, m.metric, m.value, m.labels, m.sampled_at.timestamp(),
+                           agent.node.name) for m in stored
+                          if m.metric in WINDOW_METRICS and m.sampled_at is not None)
+    SoakWindow.objects.bulk_create([SoakWindow(
+        soak=soak, node=agent.node, index=w.index, start=w.start, end=w.end,
+        completed=w.completed, failed=w.failed, ttft_p99=w.ttft_p99,
+        output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
+        first_completion=w.first_completion, last_completion=w.last_completion,
+        measurement_ids=list(w.ids)) for w in folded])
+
+
 # file the agent writes → (probe name of its runs, parser module, records → rows)
 READERS: dict[str, tuple[str, ModuleType, Callable[[Any, SoakAgent], list[Measurement]]]] = {
     "windows.jsonl": ("soak_windows", soak_windows, window_rows),
@@ -86,18 +105,45 @@ READERS: dict[str, tuple[str, ModuleType, Callable[[Any, SoakAgent], list[Measur
 }
 
 
+@dataclass
+class Fetched:
+    """What one collection read from an agent's node (network only, no database): the status
+    command's output and, per file, ``(offset, command text, started, result)``."""
+
+    status: bytes
+    reads: dict[str, tuple[int, str, datetime, CommandResult]]
+
+
+def agent_fetch(agent: SoakAgent, nodes: NodePool) -> Fetched:
+    """Read ``agent``'s status and the bytes past its stored offsets (no database access, so
+    it may run in a collection thread). Raises TransportError when the node cannot be
+    reached or does not answer within the per-command timeouts."""
+    status = nodes.run(agent.node, commands.agent_status_command(agent.remote_dir), timeout=30)
+    reads = {}
+    for name in READERS:
+        offset = int(agent.offsets.get(name, 0))
+        started = timezone.now()
+        result = nodes.run(agent.node, commands.agent_read_command(
+            f"{agent.remote_dir}/{name}", offset), timeout=60)
+        reads[name] = (offset, f"tail -c +{offset + 1} {agent.remote_dir}/{name} "
+                               f"(soak collection)", started, result)
+    return Fetched(status.stdout, reads)
+
+
 def agent_collect(*, soak: Soak, agent: SoakAgent, nodes: NodePool) -> bool:
     """Collect what ``agent`` wrote since the stored offsets; True when it has finished and
     everything it wrote is collected. Raises TransportError when the node cannot be reached."""
-    status = nodes.run(agent.node, commands.agent_status_command(agent.remote_dir), timeout=30)
-    running, done, _node_time = commands.agent_status_read(status.stdout)
+    return agent_store(soak=soak, agent=agent, fetched=agent_fetch(agent, nodes))
+
+
+def agent_store(*, soak: Soak, agent: SoakAgent, fetched: Fetched) -> bool:
+    """Store what :func:`agent_fetch` read (each range one probe run, its rows, its windows'
+    aggregates, the new offsets); True when the agent has finished and all is collected."""
+    running, done, _node_time = commands.agent_status_read(fetched.status)
     complete = True
     for name, (probe, parser, rows_of) in READERS.items():
-        offset = int(agent.offsets.get(name, 0))
+        offset, command, started, result = fetched.reads[name]
         path = f"{agent.remote_dir}/{name}"
-        command = commands.agent_read_command(path, offset)
-        started = timezone.now()
-        result = nodes.run(agent.node, command, timeout=60)
         cut = result.stdout.rfind(b"\n") + 1
         if len(result.stdout) >= commands.READ_MAX_BYTES:
             complete = False  # more to read next time
@@ -106,8 +152,7 @@ def agent_collect(*, soak: Soak, agent: SoakAgent, nodes: NodePool) -> bool:
         raw = result.stdout[:cut]
         with transaction.atomic():
             run = soak_run_record(
-                soak=soak, agent=agent, probe=probe, parser=parser,
-                command=f"tail -c +{offset + 1} {path} (soak collection)",
+                soak=soak, agent=agent, probe=probe, parser=parser, command=command,
                 exit_code=result.exit_code, stdout=raw, stderr=result.stderr, started=started,
                 parameters={"file": path, "offset": offset, "length": cut})
             try:
@@ -115,7 +160,9 @@ def agent_collect(*, soak: Soak, agent: SoakAgent, nodes: NodePool) -> bool:
             except ParseError as error:
                 parse_failed(run, error)
             else:
-                measurements_store(run, rows)
+                stored = measurements_store(run, rows)
+                if name == "windows.jsonl":
+                    windows_record(soak, agent, stored)
             agent.offsets = {**agent.offsets, name: offset + cut}
             agent.last_collected_at = timezone.now()
             agent.save(update_fields=["offsets", "last_collected_at", "last_window",
@@ -131,16 +178,37 @@ def agent_collect(*, soak: Soak, agent: SoakAgent, nodes: NodePool) -> bool:
     return complete and not running
 
 
-def soak_collect_all(*, soak: Soak, nodes: NodePool) -> bool:
+def soak_collect_all(*, soak: Soak, nodes: NodePool, wait_s: float = COLLECT_WAIT_S) -> bool:
     """Collect from every agent still to be collected; True when all have finished and their
-    records are in. An unreachable node opens a gap (and the soak is not finished)."""
+    records are in. The nodes are read in parallel (``nodes.pending``: at most one read in
+    flight per node) and what arrived within ``wait_s`` is stored here, in this thread: a
+    node that does not answer (or is unreachable) opens its gap and is read again once its
+    read ends, while the others are collected — one node never stalls the tick."""
     finished = True
-    for agent in soak.agents.select_related("node__credential", "soak"):
+    todo = []
+    for agent in soak.agents.select_related("node__credential", "node__jump_host", "soak"):
         if agent.state in (SoakAgent.State.FINISHED, SoakAgent.State.LOST,
                            SoakAgent.State.STOPPED) and agent.last_collected_at:
             continue
+        todo.append(agent)
+    futures = {}
+    for agent in todo:
+        future = nodes.pending.get(agent.id)
+        if future is None:
+            nodes.target(agent.node)  # resolved here: the thread reads no database
+            future = nodes.submit(agent_fetch, agent, nodes)
+            nodes.pending[agent.id] = future
+        futures[agent.id] = (agent, future)
+    wait([f for _a, f in futures.values()], timeout=wait_s)
+    for agent, future in futures.values():
+        if not future.done():
+            gap_open(soak, agent.node, f"{agent.node.name} did not answer within {wait_s:g} s; "
+                     f"still waiting for it (the other nodes are collected)")
+            finished = False
+            continue
+        del nodes.pending[agent.id]
         try:
-            finished &= agent_collect(soak=soak, agent=agent, nodes=nodes)
+            finished &= agent_store(soak=soak, agent=agent, fetched=future.result())
             gap_close(soak, agent.node)
         except TransportError as error:
             gap_open(soak, agent.node, f"{agent.node.name} unreachable: {error}")

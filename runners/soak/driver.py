@@ -39,7 +39,7 @@ from runners.models import GateRun
 from runners.soak import commands
 from runners.soak.agent import AgentStartFailed, soak_agents_start
 from runners.soak.collection import agent_collect, gap_open, soak_collect_all
-from runners.soak.evaluation import soak_checks_update
+from runners.soak.evaluation import soak_checks_refresh
 from runners.soak.events import event_record
 from runners.soak.faults import (
     fault_end,
@@ -176,6 +176,7 @@ def _loop(soak: Soak, nodes: NodePool, token: str) -> bool:
     deadline = soak.deadline_at or (timezone.now()
                                     + timedelta(seconds=2 * soak.duration_s + 120))
     bound = int((deadline - timezone.now()).total_seconds() / tick) + 100
+    stamp = None
     for _ in range(max(bound, 1)):
         soak.refresh_from_db()
         if soak.state not in Soak.ACTIVE or not _owned(soak, token):
@@ -188,9 +189,10 @@ def _loop(soak: Soak, nodes: NodePool, token: str) -> bool:
         if timezone.now() > deadline:
             _abort(soak, nodes, f"timeout: the soak did not finish by {deadline:%H:%M:%S} UTC")
             return False
-        finished = soak_collect_all(soak=soak, nodes=nodes)
+        # Faults first: a fault falls due on time, not after the nodes' reads of this tick.
         soak_faults_tick(soak=soak, nodes=nodes, start_new=soak.state != Soak.State.PAUSED)
-        soak_checks_update(soak=soak)
+        finished = soak_collect_all(soak=soak, nodes=nodes)
+        stamp = soak_checks_refresh(soak=soak, stamp=stamp)
         pending = soak.faults.filter(state__in=[FaultWindow.State.ARMED,
                                                 FaultWindow.State.INJECTED]).exists()
         if finished and not pending:

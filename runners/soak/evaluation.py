@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 
 from django.db import transaction
@@ -25,26 +26,75 @@ from runners.decision import simulated_evidence_error
 from runners.models import GateRun, Measurement
 from runners.soak import steady
 from runners.soak.events import event_record
-from runners.soak.models import Soak
+from runners.soak.models import Soak, SoakWindow
 from runners.soak.plan import real_s
 
 logger = logging.getLogger(__name__)
 
 
+WINDOW_METRICS = steady.WINDOW_METRICS
+
+
+def windows_fold(rows: Iterable[tuple[int, str, float, dict, float, str]]
+                 ) -> list[steady.Window]:
+    """Fold window rows ``(id, metric, value, labels, sampled_at epoch, node)`` into windows
+    with the pure core's ``steady.windows_of``: the collection folds each window once with
+    it, the from-scratch path folds every row."""
+    return steady.windows_of(steady.Row(i, node, metric, value, labels, at)
+                             for i, metric, value, labels, at, node in rows)
+
+
+def soak_windows_scratch(soak: Soak) -> list[steady.Window]:
+    """Every window of the soak re-grouped from all its measurement rows (the from-scratch
+    computation the stored ``SoakWindow`` aggregates must equal; also the path for a soak
+    collected before the aggregates existed)."""
+    rows = Measurement.objects.filter(
+        gate_run_id=soak.gate_run_id, derived=False, metric__in=WINDOW_METRICS).order_by(
+        "id").values_list("id", "metric", "value", "labels", "sampled_at", "node__name")
+    return windows_fold((i, m, v, lab, at.timestamp(), n) for i, m, v, lab, at, n
+                        in rows.iterator(chunk_size=5000))
+
+
+def soak_windows_stored(soak: Soak) -> list[steady.Window]:
+    """The soak's windows from its ``SoakWindow`` aggregates: one row per window, one query."""
+    rows = SoakWindow.objects.filter(soak=soak).order_by("node__name", "index").values_list(
+        "node__name", "index", "start", "end", "completed", "failed", "ttft_p99",
+        "output_throughput", "completion_gap_max", "first_completion", "last_completion",
+        "measurement_ids")
+    return [steady.Window(*row[:-1], tuple(row[-1])) for row in rows.iterator(chunk_size=5000)]
+
+
+def soak_windows_rebuild(soak: Soak) -> int:
+    """Store the ``SoakWindow`` aggregates of a soak collected before they existed (from
+    :func:`soak_windows_scratch`); the number of windows stored (0 when it has them)."""
+    if SoakWindow.objects.filter(soak=soak).exists():
+        return 0
+    nodes = dict(soak.gate_run.gate.engagement.nodes.values_list("name", "id"))
+    windows = soak_windows_scratch(soak)
+    SoakWindow.objects.bulk_create([SoakWindow(
+        soak=soak, node_id=nodes[w.node], index=w.index, start=w.start, end=w.end,
+        completed=w.completed, failed=w.failed, ttft_p99=w.ttft_p99,
+        output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
+        first_completion=w.first_completion, last_completion=w.last_completion,
+        measurement_ids=list(w.ids)) for w in windows], batch_size=2000)
+    return len(windows)
+
+
 def soak_inputs(soak: Soak) -> tuple[list[steady.Window], list[steady.Answer],
                                      list[steady.Fault]]:
-    """The soak's windows, correctness answers and injected fault windows, from the database
-    (the inputs of ``steady.derive``; ``steady.windows_of`` / ``answers_of`` read the rows)."""
-    rows = Measurement.objects.filter(
-        gate_run_id=soak.gate_run_id, derived=False,
-        metric__in=[*steady.WINDOW_METRICS, "probe_mismatches"]).select_related("node").only(
-        "id", "metric", "value", "labels", "node__name", "sampled_at")
-    read = [steady.Row(m.id, m.node.name, m.metric, m.value, m.labels, m.sampled_at.timestamp())
-            for m in rows.iterator()]
+    """The soak's windows (its stored aggregates; re-grouped from the samples for a soak that
+    has none), correctness answers and injected fault windows: the inputs of
+    ``steady.derive``."""
+    windows = soak_windows_stored(soak) or soak_windows_scratch(soak)
+    answers = [steady.Answer(node, at.timestamp(), value, id_)
+               for id_, value, node, at in Measurement.objects.filter(
+                   gate_run_id=soak.gate_run_id, metric="probe_mismatches", derived=False
+               ).order_by("id").values_list("id", "value", "node__name", "sampled_at")
+               .iterator(chunk_size=5000)]
     faults = [steady.Fault(f.name, f.injected_at.timestamp(),
                            f.healed_at.timestamp() if f.healed_at else None)
               for f in soak.faults.filter(injected_at__isnull=False)]
-    return steady.windows_of(read), steady.answers_of(read), faults
+    return windows, answers, faults
 
 
 def soak_spans(soak: Soak) -> dict:
@@ -55,9 +105,12 @@ def soak_spans(soak: Soak) -> dict:
             "after_s": real_s(plan, plan["steady_state"]["after_s"])}
 
 
-def soak_figures(soak: Soak) -> list[steady.SpanFigure]:
-    """Every span figure of the soak so far (``steady.derive`` on the stored samples)."""
-    windows, answers, faults = soak_inputs(soak)
+def soak_figures(soak: Soak, inputs: tuple[list[steady.Window], list[steady.Answer],
+                                           list[steady.Fault]] | None = None
+                 ) -> list[steady.SpanFigure]:
+    """Every span figure of the soak so far: ``steady.derive`` on ``inputs`` (by default
+    :func:`soak_inputs`), a pure function of the windows, answers and faults."""
+    windows, answers, faults = inputs if inputs is not None else soak_inputs(soak)
     return steady.derive(windows, answers, faults, **soak_spans(soak), now=time.time())
 
 
@@ -81,8 +134,30 @@ def soak_checks_update(*, soak: Soak) -> dict:
         checks[spec.key] = {"state": verdict.verdict, "value": verdict.measured,
                             "unit": spec.unit, "explanation": verdict.explanation,
                             "at": timezone.now().isoformat()}
-    Soak.objects.filter(id=soak.id).update(checks=checks)
+    Soak.objects.filter(id=soak.id).update(checks=checks, figures=[
+        {"metric": f.metric, "value": f.value, "unit": f.unit, "labels": f.labels,
+         "node": f.node} for f in figures])
     return checks
+
+
+def soak_inputs_stamp(soak: Soak) -> tuple:
+    """What the span figures depend on, in three cheap queries: the windows folded in, the
+    correctness answers stored, each fault's injection and heal. Equal stamps, equal figures
+    (a fault still on only grows its span by the windows that arrive)."""
+    return (SoakWindow.objects.filter(soak=soak).count(),
+            Measurement.objects.filter(gate_run_id=soak.gate_run_id, metric="probe_mismatches",
+                                       derived=False).count(),
+            tuple(soak.faults.order_by("position").values_list("injected_at", "healed_at")))
+
+
+def soak_checks_refresh(*, soak: Soak, stamp: tuple | None) -> tuple:
+    """Judge the checks again (:func:`soak_checks_update`) only when the inputs changed since
+    ``stamp`` (the value this returned last time; None: always). The driver calls it every
+    tick: with a 60 s sampling interval and 15 min windows, 14 ticks of 15 bring no window."""
+    now = soak_inputs_stamp(soak)
+    if now != stamp:
+        soak_checks_update(soak=soak)
+    return now
 
 
 def _store_figures(soak: Soak) -> None:
@@ -93,12 +168,20 @@ def _store_figures(soak: Soak) -> None:
     figures = steady.decision_figures(windows, answers, faults, fault_outcomes(soak),
                                       **soak_spans(soak),
                                       time_compression=soak.time_compression)
-    with transaction.atomic():
-        for figure in figures:
-            row = Measurement.objects.create(
-                gate_run=soak.gate_run, node=nodes.get(figure.node), metric=figure.metric,
-                value=figure.value, unit=figure.unit, labels=figure.labels, derived=True)
-            row.inputs.set(figure.input_ids)
+    rows = [Measurement(gate_run=soak.gate_run, node=nodes.get(figure.node),
+                        metric=figure.metric, value=figure.value, unit=figure.unit,
+                        labels=figure.labels, derived=True) for figure in figures]
+    with transaction.atomic():  # the input links in bulk: millions of rows at 128 nodes × 72 h
+        stored = Measurement.objects.bulk_create(rows, batch_size=2000)
+        through = Measurement.inputs.through
+        batch: list = []
+        for row, figure in zip(stored, figures, strict=True):
+            for input_id in dict.fromkeys(figure.input_ids):
+                batch.append(through(from_measurement_id=row.id, to_measurement_id=input_id))
+            if len(batch) >= 20000:
+                through.objects.bulk_create(batch, batch_size=5000)
+                batch = []
+        through.objects.bulk_create(batch, batch_size=5000)
 
 
 def _where(soak: Soak, verdict: evaluation.Verdict, samples: list[evaluation.Sample]) -> str:

@@ -112,6 +112,9 @@ class Soak(models.Model):
     checks = models.JSONField(default=dict, blank=True,
                               help_text="latest state of each steady-state check: "
                                         "{check: {state, value, unit, window, at}}")
+    figures = models.JSONField(default=list, blank=True,
+                               help_text="the span figures of the latest driver tick: "
+                                         "[{metric, value, unit, labels, node}]")
     stop_reason = models.TextField(blank=True)
     error = models.TextField(blank=True)
 
@@ -254,3 +257,35 @@ class SoakEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%H:%M:%S} {self.kind}: {self.text}"
+
+
+class SoakWindow(models.Model):
+    """One load window of one node as the steady-state figures read it: the aggregate of its
+    measurement rows, written once when the window is collected (``runners.soak.collection``),
+    so the driver tick, the live page and the evaluation read one row per window instead of
+    re-grouping every sample. ``measurement_ids`` are the rows it was folded from (evidence);
+    times are node epoch seconds; ``ttft_p99`` s, ``output_throughput`` tok/s,
+    ``completion_gap_max`` s, ``completed`` / ``failed`` requests (1)."""
+
+    soak = models.ForeignKey(Soak, on_delete=models.CASCADE, related_name="windows")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+")
+    index = models.IntegerField()
+    start = models.FloatField()
+    end = models.FloatField()
+    completed = models.FloatField()
+    failed = models.FloatField()
+    ttft_p99 = models.FloatField(null=True, blank=True)
+    output_throughput = models.FloatField(null=True, blank=True)
+    completion_gap_max = models.FloatField()
+    first_completion = models.FloatField(null=True, blank=True)
+    last_completion = models.FloatField(null=True, blank=True)
+    measurement_ids = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["soak", "node", "index"]
+        constraints = [models.UniqueConstraint(fields=["soak", "node", "index"],
+                                               name="soak_window_unique")]
+        indexes = [models.Index(fields=["soak", "end"], name="soak_window_end")]
+
+    def __str__(self) -> str:
+        return f"window {self.index} of {self.node_id}"

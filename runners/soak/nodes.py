@@ -7,12 +7,16 @@ and reopens it after a failure. Node clocks answer in epoch seconds (:func:`node
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import Any
 
 from acceptance.models import Node
-from runners.transport import CommandResult, SSHConnection, TransportError
+from runners.transport import CommandResult, SSHConnection, SSHTarget, TransportError
 
 COMMAND_TIMEOUT_S = 60
+COLLECT_THREADS = 32  # node reads in flight at once (I/O-bound: 128 nodes in four rounds)
 
 
 def node_time(epoch: float | None) -> datetime | None:
@@ -25,11 +29,29 @@ class NodePool:
 
     def __init__(self) -> None:
         self.connections: dict[int, SSHConnection] = {}
+        self.targets: dict[int, SSHTarget] = {}
+        self.pending: dict[int, Future] = {}  # agent id → its collection read in flight
+        self._executor: ThreadPoolExecutor | None = None
+
+    def target(self, node: Node) -> SSHTarget:
+        """``node``'s SSH target, resolved once (reads the database: call it from the driver's
+        thread before a read runs in a collection thread)."""
+        if node.id not in self.targets:
+            self.targets[node.id] = node.ssh_target()
+        return self.targets[node.id]
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Run ``fn(*args)`` in one of the pool's collection threads (at most
+        ``COLLECT_THREADS``)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=COLLECT_THREADS,
+                                                thread_name_prefix="soak-collect")
+        return self._executor.submit(fn, *args)
 
     def run(self, node: Node, command: str, timeout: float = COMMAND_TIMEOUT_S) -> CommandResult:
         connection = self.connections.get(node.id)
         if connection is None:
-            connection = SSHConnection(node.ssh_target()).__enter__()
+            connection = SSHConnection(self.target(node)).__enter__()
             self.connections[node.id] = connection
         try:
             return connection.run(command, timeout=timeout)
@@ -48,6 +70,10 @@ class NodePool:
             connection.__exit__(None, None, None)
 
     def close(self) -> None:
+        if self._executor is not None:  # reads still in flight end by their own timeouts
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        self.pending.clear()
         for connection in self.connections.values():
             connection.__exit__(None, None, None)
         self.connections.clear()

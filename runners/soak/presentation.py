@@ -22,6 +22,7 @@ import time
 from datetime import datetime
 
 from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Max
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -39,6 +40,7 @@ from runners.soak.rate import FORMULA, RateBasis
 OVER = (Soak.State.DONE, Soak.State.ABORTED, Soak.State.FAILED)
 
 #: The charts of the page and the report: (metric, title, criterion key of its bound).
+CHART_POINTS = 2400  # per chart, all nodes together: beyond it a point is its windows' worst
 CHARTS = (
     ("ttft_p99", gettext_lazy("TTFT p99"), "ttft-p99"),
     ("output_throughput", gettext_lazy("Output throughput"), "throughput"),
@@ -108,16 +110,22 @@ def correctness_latest(soak: Soak) -> list[dict]:
     """Each correctness prompt's latest answer, per node: ``[{"node", "prompt", "result"
     ("exact" | "diverges at token k" | "error: …"), "mismatch" (bool), "at",
     "last_mismatch" (the latest non-exact result, "" when none), "last_mismatch_at"}]``."""
+    answers = Measurement.objects.filter(gate_run_id=soak.gate_run_id,
+                                         metric="probe_mismatches", derived=False)
+    # One row per node and prompt, in the database: the latest answer (collected in time
+    # order, so the highest id) and the latest non-exact one — not every answer of the soak.
+    last = answers.values("node_id", "labels__prompt").annotate(last=Max("id"))
+    wrong_last = answers.filter(value__gt=0).values("node_id", "labels__prompt").annotate(
+        last=Max("id"))
+    rows = {m.id: m for m in Measurement.objects.filter(
+        id__in=[r["last"] for r in last] + [r["last"] for r in wrong_last]).select_related(
+        "node")}
     latest: dict[tuple[str, str], Measurement] = {}
     wrong: dict[tuple[str, str], Measurement] = {}
-    rows = Measurement.objects.filter(gate_run_id=soak.gate_run_id, metric="probe_mismatches",
-                                      derived=False).select_related("node").order_by(
-        "sampled_at", "id")
-    for m in rows:
-        key = (m.node.name if m.node else "", m.labels.get("prompt", ""))
-        latest[key] = m
-        if m.value > 0:
-            wrong[key] = m
+    for ids, into in ((last, latest), (wrong_last, wrong)):
+        for r in ids:
+            m = rows[r["last"]]
+            into[(m.node.name if m.node else "", m.labels.get("prompt", ""))] = m
     return [{"node": node, "prompt": prompt, "result": m.labels.get("result", ""),
              "mismatch": m.value > 0, "at": m.sampled_at,
              "last_mismatch": wrong[(node, prompt)].labels.get("result", "")
@@ -193,8 +201,10 @@ def soak_charts(soak: Soak, *, simulated: bool | None = None, width: int = chart
     out = []
     for metric, title, key in CHARTS:
         title = str(title)
-        series = queries.soak_series(soak, metric)
-        values = [p["value"] for p in series["points"]][:count]
+        series = queries.soak_series(soak, metric, max_points=CHART_POINTS)
+        values = ([p["value"] for p in series["points"]][:count]
+                  if all(p["windows"] == 1 for p in series["points"])
+                  else queries.soak_first_values(soak, metric, count))
         baseline = statistics.median(values) if values else None
         bound = _bound(key, specs.get(key), baseline)
         svg = charts.series_svg(series, title=title, axis=_axis(soak, series["points"]),

@@ -24,7 +24,7 @@ from gates import evaluation
 from gates.services import criterion_spec
 from runners.models import GateRun, Measurement
 from runners.soak.evaluation import soak_figures
-from runners.soak.models import Soak
+from runners.soak.models import Soak, SoakWindow
 from runners.soak.plan import real_s, windows_planned
 
 #: Metrics with a time series (one point per window, or per correctness answer), and units.
@@ -104,15 +104,83 @@ def soak_fault_windows(soak: Soak) -> list[dict]:
     return rows
 
 
-def soak_series(soak: Soak, metric: str, *, node: str | None = None) -> dict:
+#: The window metrics read from the ``SoakWindow`` aggregates (column of each).
+WINDOW_COLUMNS = {"ttft_p99": "ttft_p99", "output_throughput": "output_throughput",
+                  "completed_requests": "completed", "failed_requests": "failed",
+                  "completion_gap_max": "completion_gap_max"}
+#: Metrics where a lower value is worse (a bucket of windows shows its lowest).
+LOW_IS_WORSE = {"output_throughput", "completed_requests"}
+
+
+def _window_points(soak: Soak, metric: str, node: str | None,
+                   max_points: int | None) -> list[dict] | None:
+    """The points of a window metric from the stored aggregates (one query), or None when
+    the soak has none (collected before they existed). With ``max_points``, each node's
+    consecutive windows are taken in buckets so that all nodes together give at most about
+    ``max_points`` points; a bucket shows its worst window (highest, or lowest for
+    throughput) and says how many windows it covers (``windows``)."""
+    rows = SoakWindow.objects.filter(soak=soak)
+    if node:
+        rows = rows.filter(node__name=node)
+    values = list(rows.order_by("node__name", "index").values_list(
+        "node__name", "index", "end", "completed", "failed",
+        *([WINDOW_COLUMNS[metric]] if metric in WINDOW_COLUMNS else [])))
+    if not values:
+        return None
+    per_node: dict[str, list[tuple]] = {}
+    for row in values:
+        name, index, end, completed, failed = row[:5]
+        if metric == "request_error_rate":
+            total = completed + failed
+            value = failed / total if total else 1.0
+        else:
+            value = row[5]
+        if value is not None:
+            per_node.setdefault(name, []).append((end, value, index))
+    size = 1
+    if max_points:
+        longest = max((len(v) for v in per_node.values()), default=0)
+        size = max(1, -(-longest * len(per_node) // max_points))
+    worst = min if metric in LOW_IS_WORSE else max
+    points = []
+    for name, series in per_node.items():
+        for i in range(0, len(series), size):
+            bucket = series[i:i + size]
+            end, value, index = worst(bucket, key=lambda b: b[1])
+            points.append({"at": datetime.fromtimestamp(end, tz=UTC), "epoch": end,
+                           "value": value, "node": name, "window": str(index),
+                           "windows": len(bucket)})
+    return points
+
+
+def soak_first_values(soak: Soak, metric: str, count: int) -> list[float]:
+    """The values of the ``count`` earliest windows (all nodes, by end time) of a window
+    metric: the opening baseline a chart draws, one query on the aggregates."""
+    if metric not in WINDOW_COLUMNS:
+        return []
+    column = WINDOW_COLUMNS[metric]
+    return list(SoakWindow.objects.filter(soak=soak, **{f"{column}__isnull": False}).order_by(
+        "end", "node__name").values_list(column, flat=True)[:count])
+
+
+def soak_series(soak: Soak, metric: str, *, node: str | None = None,
+                max_points: int | None = None) -> dict:
     """One metric's time series: ``{"metric", "unit", "points": [{"at", "epoch", "value",
-    "node", "window"}], "fault_windows": soak_fault_windows(soak)}``, points in time order.
+    "node", "window", "windows"}], "fault_windows": soak_fault_windows(soak)}``, points in
+    time order. Window metrics come from the stored window aggregates (``windows``: how many
+    windows a point covers, its worst, when ``max_points`` bounds the count).
 
     ``request_error_rate`` is computed per window from its failed and completed requests;
     ``probe_mismatches`` has one point per correctness answer (``window`` is the prompt id).
     ValueError for a metric not in :data:`SERIES`."""
     if metric not in SERIES:
         raise ValueError(f"no time series for {metric!r}; known: {', '.join(SERIES)}")
+    if metric != "probe_mismatches":
+        stored = _window_points(soak, metric, node, max_points)
+        if stored is not None:
+            stored.sort(key=lambda p: (p["epoch"], p["node"]))
+            return {"metric": metric, "unit": SERIES[metric], "points": stored,
+                    "fault_windows": soak_fault_windows(soak)}
     wanted = ["completed_requests", "failed_requests"] if metric == "request_error_rate" \
         else [metric]
     rows = Measurement.objects.filter(gate_run_id=soak.gate_run_id, derived=False,
@@ -129,24 +197,29 @@ def soak_series(soak: Soak, metric: str, *, node: str | None = None) -> dict:
             total = entry.get("completed_requests", 0) + entry.get("failed_requests", 0)
             points.append({"at": entry["at"], "epoch": entry["at"].timestamp(),
                            "value": entry.get("failed_requests", 0) / total if total else 1.0,
-                           "node": name, "window": window})
+                           "node": name, "window": window, "windows": 1})
     else:
         for m in rows.select_related("node").order_by("sampled_at", "id"):
             points.append({"at": m.sampled_at, "epoch": m.sampled_at.timestamp(),
                            "value": m.value, "node": m.node.name if m.node else "",
-                           "window": m.labels.get("soak_window") or m.labels.get("prompt")})
+                           "window": m.labels.get("soak_window") or m.labels.get("prompt"),
+                           "windows": 1})
     points.sort(key=lambda p: (p["epoch"], p["node"]))
     return {"metric": metric, "unit": SERIES[metric], "points": points,
             "fault_windows": soak_fault_windows(soak)}
 
 
 def _figures(soak: Soak) -> list[evaluation.Sample]:
-    """The span figures: stored ones once the soak was evaluated, else computed now."""
+    """The span figures: stored ones once the soak was evaluated, else those of the latest
+    driver tick (``Soak.figures``), else computed now."""
     stored = list(Measurement.objects.filter(gate_run_id=soak.gate_run_id, derived=True,
                                              labels__has_key="phase").select_related("node"))
     if stored:
         return [evaluation.Sample(m.id, m.metric, m.value, m.unit, m.labels,
                                   m.node.name if m.node else "") for m in stored]
+    if soak.figures:
+        return [evaluation.Sample(i, f["metric"], f["value"], f["unit"], f["labels"],
+                                  f["node"]) for i, f in enumerate(soak.figures)]
     return [evaluation.Sample(i, f.metric, f.value, f.unit, f.labels, f.node)
             for i, f in enumerate(soak_figures(soak))]
 

@@ -19,7 +19,7 @@ from gates.models import Gate
 from gates.services import engagement_create
 from runners.lab.soak import lab_plan
 from runners.models import GateRun, Measurement
-from runners.soak.evaluation import soak_checks_update
+from runners.soak.evaluation import soak_checks_update, soak_windows_rebuild
 from runners.soak.models import CollectionGap, FaultTarget, FaultWindow, Soak, SoakAgent, SoakEvent
 from runners.soak.plan import plan_sha256, plan_validate
 
@@ -159,6 +159,7 @@ def recorded_soak(*, drive_impact: bool = False, windows: int = 18, finished: bo
                                 (15.9, "re-attached", "collection resumed")]:
         SoakEvent.objects.create(soak=soak, at=_at(seconds), kind=kind, text=text,
                                  fault=drive if kind.startswith("fault") else None)
+    soak_windows_rebuild(soak)  # as the collection folds them, window by window
     soak_checks_update(soak=soak)
     soak.refresh_from_db()
     return soak

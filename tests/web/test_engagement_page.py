@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from acceptance.models import Array, AuditEntry, BomItem, Credential, Engagement, Node
 from gates.models import Criterion, Gate
+from gates.plain import source_words
 from runners.models import GateRun
 
 HOST_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl "
@@ -33,6 +34,9 @@ def test_it_shows_every_gate_with_its_criteria_and_requirement(client, pm, engag
     # the sources name the vendor's reports and the chosen reference profile, no internal file
     assert ("R2: Qwen3-Coder-480B-FP8, TP=8, concurrency 16, 8 × AMD Instinct MI308X (192 GB "
             "HBM each), ROCm 7.2: local-NVMe TTFT p50 17.31 s") in html
+    # the source as a reader sees it: the published reports named, no internal document
+    source = engagement_a.gates.get(code="G1").criteria.get(key="drive-count").source
+    assert source_words(source) in html
     assert "DOMAIN.md" not in html and "RUNBOOK" not in html
     assert "ACME" in html and "No decision yet." in html
 
@@ -269,5 +273,7 @@ def test_the_page_costs_a_fixed_number_of_queries(client, pm, stopped_a,
                           reason="again")
         decide(engagement.gates.get(code="G1"), G1_MISSING_DRIVE, "stopped")
     client.force_login(pm)
-    with django_assert_max_num_queries(14):  # +1: the soak gates and their latest soak
+    # +1: the soak gates and their latest soak; +3: the latest decisions' verdicts, their
+    # measurements and inputs (the plain words); +3: the business case shown to the PM
+    with django_assert_max_num_queries(20):
         assert client.get(reverse("engagement-detail", args=["acme-1"])).status_code == 200

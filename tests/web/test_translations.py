@@ -148,5 +148,6 @@ def test_stored_explanations_and_sources_read_in_the_pages_language(stopped_a, p
         assert explanation_text(odd) == odd  # a shape it does not know: as stored
     page = zh_client(pm).get(reverse("engagement-detail", args=["acme-1"])).content.decode()
     assert "G1 闸门条款：每台阵列的全部 24 块硬盘" in page
+    assert "DOMAIN.md" not in page  # no internal names
     assert "验收服务（自动评估）" in page
     assert "required &gt;=" not in page and "acceptance service (automatic" not in page

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from io import BytesIO
 
 import pytest
@@ -12,7 +13,9 @@ from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.writer import PdfFileWriter
 
 from reports import forms
+from reports.render import render_gate_report_pdf
 from reports.signing import sign_pdf
+from tests.reports.samples import g1_stopped
 from tests.web.conftest import report_for
 
 
@@ -100,3 +103,26 @@ def test_a_post_without_a_file_asks_for_one(client, customer_a):
     client.force_login(customer_a)
     html = client.post(reverse("report-verify"), {}).content.decode()
     assert "Choose a PDF file to check." in html
+
+
+def _report_pdf(simulated: bool) -> bytes:
+    """A real gate report (WeasyPrint, summary.json and raw outputs embedded), signed."""
+    ctx = g1_stopped()
+    if not simulated:
+        ctx = dataclasses.replace(ctx, simulated=False, runs=[
+            dataclasses.replace(r, simulated=False) for r in ctx.runs])
+    return sign_pdf(render_gate_report_pdf(ctx))
+
+
+def test_a_genuine_report_of_simulated_evidence_says_so(client, customer_a, private_dirs):
+    html = upload(client, customer_a, _report_pdf(simulated=True)).content.decode()
+    assert "Genuine: the signature is intact" in html
+    assert 'id="simulated"' in html and "SIMULATED EVIDENCE" in html
+    assert "this genuine report was made from simulated evidence" in html
+
+
+def test_a_genuine_report_of_real_evidence_carries_no_simulated_mark(client, customer_a,
+                                                                     private_dirs):
+    html = upload(client, customer_a, _report_pdf(simulated=False)).content.decode()
+    assert "Genuine: the signature is intact" in html
+    assert 'id="simulated"' not in html and "SIMULATED EVIDENCE" not in html

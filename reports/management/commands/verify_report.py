@@ -40,6 +40,9 @@ def detail_lines(result: VerificationResult) -> list[str]:
                      + ("yes" if result.modified_after_signing else "no"))
     if result.evidence is not None:
         lines.append(f"evidence: {result.evidence.summary}")
+        if getattr(result.evidence, "simulated", False):
+            lines.append("evidence: simulated evidence (lab stand-in tools, not customer "
+                         "hardware)")
     return lines
 
 
