@@ -84,6 +84,11 @@ FORMER_CRITERION_DESCRIPTIONS = (
     _('Output throughput at most 10 % below the pre-fault baseline'),
 )
 SCENARIO_DESCRIPTIONS = (
+    _("The array arm's engine hits its external tier in the warm-up pass only; the measured pass hits nothing. From engine start its counters would show hits; from the eviction (the tier evidence window) they show none. G3 is an error (invalid arms), not a pass."),
+    # xgettext:no-python-format
+    _("The array arm hits as in kv-gain, but only half of its hits come from the array: the other half from LMCache's CPU tier. The RDMA bytes read in the window are 0.5 × hits × KV bytes per token, outside ±15 %: G3 is an error, the array tier's use not shown."),
+    _("The array arm's round-2 measured pass has 3 failed requests of 256 (vLLM's completed 253, failed 3); the local arm has none. vLLM's TTFT and throughput count successful requests only, so that comparison is void (G3 is an error, not a pass) and the failed_requests criterion fails."),
+    _("The GPU KV cache holds 1,000,000 tokens (254.0 GB): the 487.6 GB working set exceeds GPU KV + DRAM tier (322.7 GB) but not twice it (645.3 GB, RUNBOOK §4.2), so hits may come from HBM or DRAM. G3 is an error (invalid arms), not a pass."),
     _("The kv-gain figures, but the nodes start reading apart: node i's first counter read comes (i − 1) × 8 s late, longer than each 3 s read-back pass, so even with nodes started together the window where all of them read is empty or shorter than the plan's 2 s. The aggregate cannot count: G3 is an error naming the overlap's length."),
     _("The kv-gain figures, but the plan's read-back wants 8 nodes sharing the array and the lab has fewer: G3 is an error naming the counts, never a pass on fewer nodes."),
     # xgettext:no-python-format

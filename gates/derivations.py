@@ -548,8 +548,9 @@ def derive_readback(samples: list[Sample], arrays: Mapping[str, tuple[str, float
                   "array_line_rate": f"{line_rate:.0f}", "window_start": _utc(start),
                   "window_end": _utc(end), "window_s": f"{length:.3f}",
                   "clock_skew": _skews(chosen)}
-        labels["detail"] = (f"over the window where all {len(chosen)} nodes read, "
-                            f"{labels['window_start']} → {labels['window_end']} "
+        where = ("over the node's read window, " if len(chosen) == 1 else
+                 f"over the window where all {len(chosen)} nodes read, ")
+        labels["detail"] = (f"{where}{labels['window_start']} → {labels['window_end']} "
                             f"({length:.1f} s; {plan.planned_nodes} planned); clock skew "
                             f"{labels['clock_skew']}")
         reasons = list(broken)

@@ -165,13 +165,21 @@ def _comparison(snapshot: Mapping[str, Any], measured: float, figure: Figure) ->
 def _line_efficiency(snapshot: Mapping[str, Any], measured: float, figure: Figure,
                      count: int) -> str | None:
     reads = [f for f in figure.inputs if f.unit == "B/s" and f.metric != "link_speed"]
-    if not reads or measured <= 0:
+    if measured <= 0:
         return None
-    read = sum(f.value for f in reads)
     try:
-        rate = float(figure.labels.get("array_line_rate") or read / measured)
+        port = float(figure.labels.get("array_line_rate") or 0)
     except ValueError:
-        rate = read / measured
+        port = 0.0
+    if reads:
+        read = sum(f.value for f in reads)
+        rate = port or read / measured
+    elif figure.labels.get("scope") == "aggregate" and port > 0:
+        # the shared read-back: its inputs are counter readings (bytes) over the overlap
+        # window; the aggregate rate is the figure times the array port's line rate
+        read, rate = measured * port, port
+    else:
+        return None
     values = {"read": amount(read, "B/s"), "rate": amount(rate, "B/s"),
               "share": percent(measured, against=[b for b in (snapshot.get("threshold"),)
                                                   if b is not None]),

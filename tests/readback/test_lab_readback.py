@@ -52,7 +52,7 @@ def test_one_planned_node_reads_back_over_its_own_sampled_window(transactional_d
     assert (end - start).total_seconds() == pytest.approx(float(eff.labels["window_s"]),
                                                           abs=2e-3)
     verdict = eff.verdicts.get()
-    assert (f"over the window where all 1 nodes read, {eff.labels['window_start']} → "
+    assert (f"over the node's read window, {eff.labels['window_start']} → "
             f"{eff.labels['window_end']}") in verdict.explanation
     assert "clock skew lab-inference-1 " in verdict.explanation
     # the signed G3 report names the window (its verdict table carries the explanation)
@@ -60,7 +60,7 @@ def test_one_planned_node_reads_back_over_its_own_sampled_window(transactional_d
                                    gate__code="G3").decision.report.path)
     text = " ".join(subprocess.run(["pdftotext", str(pdf), "-"], check=True, text=True,
                                    capture_output=True, timeout=60).stdout.split())
-    assert "over the window where all 1 nodes read" in text
+    assert "over the node's read window" in text
     assert eff.labels["window_start"][11:19] in text  # hh:mm:ss of the window's start
     assert eff.labels["clock_skew"].startswith("lab-inference-1 ")
     counters = eff.inputs.filter(metric="rdma_counter")
