@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 
 from django.db import transaction
 from django.db.models import F, Max
@@ -253,12 +254,29 @@ def gate_run_rerun_node(*, gate_run: GateRun, node_name: str, started_by: str, r
     return new
 
 
+#: Set while this thread is inside ``node_jobs_dispatch``. With tasks run in-process (the
+#: embedded default) a sent job runs inside the send, and its end asks for the next job: without
+#: this, every node would nest one call deeper (a 128-node run ended in RecursionError); with it,
+#: the inner call returns and the outer loop sends the next job.
+_dispatching = threading.local()
+
+
 def node_jobs_dispatch(*, gate_run_id: int) -> int:
     """Send tasks for queued jobs of a run, keeping at most the site's ``max_parallel_nodes``
     in flight. Each job is sent once (claimed by a conditional update). Returns how many.
 
     A broker that does not take a task raises BrokerUnavailable (with the run's id) and leaves
     that job unsent (``dispatched_at`` empty again), so it is sent later or settled."""
+    if getattr(_dispatching, "active", False):
+        return 0  # in-process: the loop below, further up this thread's stack, sends the next
+    _dispatching.active = True
+    try:
+        return _node_jobs_send(gate_run_id)
+    finally:
+        _dispatching.active = False
+
+
+def _node_jobs_send(gate_run_id: int) -> int:
     gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
     if gate_run.cancel_requested_at:
         return 0

@@ -62,3 +62,34 @@ def test_it_keeps_at_most_the_sites_parallel_limit_in_flight(lab, monkeypatch):
         call_command("run_gate", engagement.name, "G2", stdout=io.StringIO())
     assert exit_info.value.code == 0
     assert len(in_flight) == 4 and max(in_flight) <= 2
+
+
+def _stack_depth() -> int:
+    import sys
+
+    frame, depth = sys._getframe(1), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+def test_in_process_node_jobs_run_one_after_another_not_one_inside_another(lab, monkeypatch):
+    """With tasks run in-process (the embedded default) a node job runs inside its send and
+    asks for the next when it ends: each must start at the same stack depth, or a site-scale
+    run (128 nodes) ends in RecursionError."""
+    from runners import execution
+
+    engagement, _ = lab("healthy", nodes=4)
+    engagement.gates.filter(code="G1").update(state="passed")
+    depths = []
+    original = execution.node_job_execute
+
+    def watched(*, node_job_id):
+        depths.append(_stack_depth())
+        original(node_job_id=node_job_id)
+
+    monkeypatch.setattr(execution, "node_job_execute", watched)
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("run_gate", engagement.name, "G2", stdout=io.StringIO())
+    assert exit_info.value.code == 0
+    assert len(depths) == 4 and len(set(depths)) == 1, depths

@@ -178,7 +178,13 @@ def test_it_refuses_a_gate_without_probes_yet(lab):
     Gate.objects.filter(engagement=engagement).exclude(code="G4").update(
         state=Gate.State.PASSED)
     code, _, err = run_gate(engagement.name, "G4")
-    # past G3 now; G4's soak refuses until the array vendor's drive command is in its plan
+    # past G3 now, but G2 was never decided: no request rate can be derived from its capacity
+    assert code == 2 and "refused: no default request rate" in err
+    g4 = engagement.gates.get(code="G4")
+    g4.probe_plan[0]["soak"]["load"]["request_rate"] = 0.2  # the rate entered by hand
+    g4.save(update_fields=["probe_plan"])
+    code, _, err = run_gate(engagement.name, "G4")
+    # G4's soak refuses until the array vendor's drive command is in its plan
     assert code == 2 and "refused:" in err and "command is not set" in err
     code, _, err = run_gate(engagement.name, "G9")
     assert code == 2 and "has no gate 'G9'" in err
