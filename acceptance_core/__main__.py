@@ -15,6 +15,7 @@ countersignature: it is a finding about the vendor-signed evidence either way.""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help="the customer's root or signing certificate, for their "
                             "countersignature only; repeat for more")
     args = parser.parse_args(argv)
+    # pyHanko logs a whole traceback at WARNING when it cannot build a trust path (a signature
+    # checked against the other party's roots); the verdict is printed here in one line instead
+    logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
+    logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
     try:
         data = Path(args.report).read_bytes()
         roots = load_roots(args.trust)

@@ -132,11 +132,15 @@ def nice_step(span: float, ticks: int = 4) -> float:
 
 
 def _number(value: float) -> str:
-    """An axis tick as people write it: 5,000,000 and 2.5, never 5e+06."""
+    """An axis tick as people write it, short enough for a tick: 2.5, 7,500, 500 k, 15 M —
+    never 5e+06."""
     if value == 0:
         return "0"
     if abs(value) < 1:
         return f"{value:.2g}"
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if abs(value) >= size:
+            return f"{value / size:,.6f}".rstrip("0").rstrip(".") + "\u2009" + suffix
     if value == round(value):
         return f"{round(value):,}"
     return f"{value:,.6f}".rstrip("0").rstrip(".")

@@ -66,5 +66,8 @@ def test_large_ticks_read_as_people_write_them_never_in_exponent_form():
     chart = bar_chart(key="k", title="t", unit="CNY", series_names={},
                       points=[Point("y1", "saving", 18_400_000)])
     texts = [t.text for t in chart.ticks]
-    assert texts == ["0", "5,000,000", "10,000,000", "15,000,000", "20,000,000"]
+    assert texts == ["0", "5\u2009M", "10\u2009M", "15\u2009M", "20\u2009M"]
     assert not any("e+" in t for t in texts)
+    small = bar_chart(key="k", title="t", unit="tok/s", series_names={},
+                      points=[Point("n1", "node", 7_400)])
+    assert [t.text for t in small.ticks] == ["0", "2,000", "4,000", "6,000", "8,000"]
