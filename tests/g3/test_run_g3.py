@@ -229,6 +229,9 @@ def test_a_gain_above_the_reference_range_is_reviewed_and_a_person_accepts_it(
     assert entry.details["gate"] == "G3"
     assert [r["metric"] for r in entry.details["reviewed"]] == ["throughput_gain"]
     assert entry.details["reviewed"][0]["measured"] == pytest.approx(0.4958, abs=1e-3)
+    g4 = engagement.gates.get(code="G4")
+    g4.probe_plan[0]["soak"]["load"]["request_rate"] = 0.2  # G2 was set passed, not decided
+    g4.save(update_fields=["probe_plan"])
     code, _, err = run_gate(engagement.name, "G4")
     # past G3 now; G4's soak refuses until the array vendor's drive command is in its plan
     assert code == 2 and "refused:" in err and "command is not set" in err
