@@ -25,6 +25,10 @@ class FakeNodes:
     def first(self):
         return SimpleNamespace(pk=sorted(self.names)[0])
 
+    def values_list(self, *fields):
+        # the plan's one query for the first node of each role (and array): all inference
+        return [(name, "inference", None) for name in sorted(self.names)]
+
 
 def gate(plan, names=("lab-inference-1", "lab-inference-2")):
     return SimpleNamespace(code="G3", probe_plan=plan,
