@@ -12,7 +12,13 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from acceptance.bom import CSV_MAX_BYTES, BomLineData, bom_line_check
-from acceptance.models import REFERENCE_PROFILES, Array, Engagement, Organisation
+from acceptance.models import (
+    DEFAULT_REFERENCE_PROFILE,
+    REFERENCE_PROFILES,
+    Array,
+    Engagement,
+    Organisation,
+)
 from gates.models import Criterion
 from gates.services import EDITABLE_BY_OPERATOR
 
@@ -118,6 +124,7 @@ class EngagementCreateForm(forms.Form):
                                         choices=Engagement.Language.choices)
     reference_profile = forms.ChoiceField(
         label=_("Reference profile"), choices=list(REFERENCE_PROFILES.items()),
+        initial=DEFAULT_REFERENCE_PROFILE,  # not the list's first (R1 lacks G2's figures)
         help_text=_("The reference figures its G2 and G3 results are compared with."))
 
     def clean(self):
