@@ -52,6 +52,7 @@ URLS = [
     # setting an engagement up (issue 20): project managers only
     Url("engagement-new", "get", ("pm",), forbidden=("engineer", "customer_a")),
     Url("gate-due-date", "get", ("pm",), forbidden=("engineer", "customer_a")),
+    Url("reference-profile-edit", "get", ("pm",), forbidden=("engineer", "customer_a")),
     Url("bom-add", "get", ("pm",), forbidden=("engineer", "customer_a")),
     Url("bom-upload", "get", ("pm",), forbidden=("engineer", "customer_a")),
     Url("bom-edit", "get", ("pm",), forbidden=("engineer", "customer_a")),
@@ -74,6 +75,7 @@ def url_of(name: str, world) -> str:
     args = {
         "engagement-detail": [engagement],
         "business-case": [engagement],
+        "reference-profile-edit": [engagement],
         "bom-tick": [engagement, 2],
         "criterion-edit": [engagement, "G1", "drive-count"],
         "engagement-reopen": [engagement],
