@@ -174,7 +174,7 @@ def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] |
     raise LabError(f"could not start the lab sshd: {last_error} {log.strip()}".strip())
 
 
-def _read_pid(path: Path, deadline_s: float = 10.0) -> int:
+def _read_pid(path: Path, deadline_s: float = 30.0) -> int:
     """The daemon's pid: sshd may answer on its port a moment before it writes its pid file."""
     end = time.monotonic() + deadline_s
     while True:
