@@ -41,6 +41,7 @@ verifier reads again from the embedded raw outputs) through :func:`windows_of` a
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -186,16 +187,36 @@ def span_figures(node: str, fault: str, phase: str, span: list[Window],
     return figures
 
 
+def _placed(windows: list[Window], answers: list[Answer]) -> list[Answer]:
+    """``answers`` each with the highest window index among the windows started at or before
+    it (0: none), by bisection over the windows in start order (a prefix maximum of the
+    indexes), not by scanning every window for every answer."""
+    starts = sorted((w.start, w.index) for w in windows)
+    times = [s for s, _i in starts]
+    highest: list[int] = []
+    for _s, index in starts:
+        highest.append(max(index, highest[-1]) if highest else index)
+    placed = []
+    for answer in answers:
+        k = bisect_right(times, answer.at)
+        placed.append(replace(answer, window=highest[k - 1] if k else 0))
+    return placed
+
+
 def derive(windows: list[Window], answers: list[Answer], faults: list[Fault], *,
            baseline_windows: int, before_s: float, after_s: float, now: float
            ) -> list[SpanFigure]:
     """Every span figure of every node (nodes in name order, spans in time order)."""
     figures: list[SpanFigure] = []
-    for node in sorted({w.node for w in windows}):
-        mine = [w for w in windows if w.node == node]
-        starts = sorted((w.start, w.index) for w in mine)
-        own_answers = [replace(a, window=max((i for s, i in starts if s <= a.at), default=0))
-                       for a in answers if a.node == node]
+    per_node: dict[str, list[Window]] = {}
+    for window in windows:
+        per_node.setdefault(window.node, []).append(window)
+    answers_of_node: dict[str, list[Answer]] = {}
+    for answer in answers:
+        answers_of_node.setdefault(answer.node, []).append(answer)
+    for node in sorted(per_node):
+        mine = per_node[node]
+        own_answers = _placed(mine, answers_of_node.get(node, []))
         soak_base = baseline(mine, baseline_windows)
         before: dict[str, list[Window]] = {}
         for fault, phase, _s, _e, span in spans(mine, faults, before_s=before_s,

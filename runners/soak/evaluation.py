@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from acceptance import events
@@ -171,17 +171,35 @@ def _store_figures(soak: Soak) -> None:
     rows = [Measurement(gate_run=soak.gate_run, node=nodes.get(figure.node),
                         metric=figure.metric, value=figure.value, unit=figure.unit,
                         labels=figure.labels, derived=True) for figure in figures]
-    with transaction.atomic():  # the input links in bulk: millions of rows at 128 nodes × 72 h
+    with transaction.atomic():  # the input links in bulk: ~0.9 M rows at 128 nodes × 72 h
         stored = Measurement.objects.bulk_create(rows, batch_size=2000)
-        through = Measurement.inputs.through
-        batch: list = []
-        for row, figure in zip(stored, figures, strict=True):
-            for input_id in dict.fromkeys(figure.input_ids):
-                batch.append(through(from_measurement_id=row.id, to_measurement_id=input_id))
-            if len(batch) >= 20000:
-                through.objects.bulk_create(batch, batch_size=5000)
-                batch = []
-        through.objects.bulk_create(batch, batch_size=5000)
+        links_insert((row.id, input_id) for row, figure in zip(stored, figures, strict=True)
+                     for input_id in dict.fromkeys(figure.input_ids))
+
+
+def links_insert(pairs: Iterable[tuple[int, int]]) -> int:
+    """Insert ``(figure id, input id)`` rows into the measurements' input links; the number
+    inserted. PostgreSQL: one ``COPY`` (no model instance per link: 0.9 M links took 45 s as
+    ``bulk_create``); other databases: ``bulk_create`` in batches."""
+    through = Measurement.inputs.through
+    table = through._meta.db_table
+    count = 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor, cursor.copy(
+                f'COPY "{table}" (from_measurement_id, to_measurement_id) FROM STDIN') as copy:
+            for pair in pairs:
+                copy.write_row(pair)
+                count += 1
+        return count
+    batch: list = []
+    for figure_id, input_id in pairs:
+        batch.append(through(from_measurement_id=figure_id, to_measurement_id=input_id))
+        if len(batch) >= 20000:
+            through.objects.bulk_create(batch, batch_size=5000)
+            count += len(batch)
+            batch = []
+    through.objects.bulk_create(batch, batch_size=5000)
+    return count + len(batch)
 
 
 def _where(soak: Soak, verdict: evaluation.Verdict, samples: list[evaluation.Sample]) -> str:
