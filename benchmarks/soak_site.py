@@ -18,9 +18,11 @@ the target, ``ratio`` = value ÷ target; medians of ``--runs`` where a figure re
 
 Rows per node and window: 16 client figures of ``vllm bench serve`` (the five the soak reads
 plus eleven it stores), the window's ``completion_gap_max``; correctness answers: 3 prompts
-every second window. No collection records (``ProbeRun`` with raw outputs) are generated: the
-report figure covers the soak section, the figures and the decision basis, not the per-record
-evidence table (its cost grows with the records; see the issue). Nodes' times are plan seconds
+every second window; the chart buckets and latest answers folded from them with the
+collection's own folds (``runners.soak.digest``). No collection records (``ProbeRun`` with raw
+outputs) are generated: the report figure covers the soak section, the figures and the
+decision basis, not the per-record evidence table (its cost grows with the records; see the
+issue). Nodes' times are plan seconds
 from a fixed epoch (compression 1, a lab engagement: simulated evidence).
 
 Run: ``.venv/bin/python benchmarks/soak_site.py [--nodes 128] [--hours 72] [--runs 3]``.
@@ -60,6 +62,7 @@ def seed(nodes: int, hours: float):
     from gates.models import Gate
     from gates.services import engagement_create
     from runners.models import GateRun, Measurement
+    from runners.soak.digest import digest_rebuild
     from runners.soak.evaluation import soak_checks_update
     from runners.soak.models import FaultWindow, Soak, SoakAgent, SoakWindow
     from runners.soak.plan import plan_sha256
@@ -155,6 +158,7 @@ def seed(nodes: int, hours: float):
                 measurement_ids=ids))
         SoakWindow.objects.bulk_create(aggregates, batch_size=5000)
         SoakAgent.objects.filter(id=agent.id).update(last_window=count)
+    digest_rebuild(soak)  # the chart buckets and latest answers, with the collection's folds
     soak_checks_update(soak=soak)
     soak.refresh_from_db()
     return soak, stored, count

@@ -182,10 +182,12 @@ def series_svg(series: dict, *, title: str, axis: Axis, gaps: list[dict] = (),
         out.append(f'<text x="{LEFT + plot_w - 4}" y="{y - 4:.1f}" text-anchor="end" '
                    f'fill="{BOUND}" font-size="10">{escape(bound[1])}</text>')
     # one line per node
-    nodes = sorted({p["node"] for p in points})
-    for index, node in enumerate(nodes):
+    per_node: dict[str, list[dict]] = {}
+    for p in points:  # grouped once (not every point scanned for every node)
+        per_node.setdefault(p["node"], []).append(p)
+    for index, node in enumerate(sorted(per_node)):
         colour = NODE_COLOURS[index % len(NODE_COLOURS)]
-        mine = [p for p in points if p["node"] == node]
+        mine = per_node[node]
         coords = " ".join(f"{x_of(p['epoch']):.1f},{y_of(p['value']):.1f}" for p in mine)
         out.append(f'<polyline class="series" data-node="{escape(node)}" points="{coords}" '
                    f'fill="none" stroke="{colour}" stroke-width="1.6" '

@@ -28,6 +28,7 @@ from runners.models import Measurement, ProbeRun
 from runners.parsers import soak_correctness, soak_windows
 from runners.parsers.base import ParseError
 from runners.soak import commands
+from runners.soak.digest import answer_tuples, answers_fold, charts_fold, digest_rebuild
 from runners.soak.evaluation import WINDOW_METRICS, windows_fold
 from runners.soak.events import event_record
 from runners.soak.models import CollectionGap, Soak, SoakAgent, SoakWindow
@@ -96,6 +97,26 @@ def windows_record(soak: Soak, agent: SoakAgent, stored: Sequence[Measurement]) 
         output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
         first_completion=w.first_completion, last_completion=w.last_completion,
         measurement_ids=list(w.ids)) for w in folded])
+    if not soak.chart_bucket_windows:  # another copy of the soak may have fixed it
+        soak.chart_bucket_windows = Soak.objects.values_list(
+            "chart_bucket_windows", flat=True).get(id=soak.id)
+    if not soak.chart_bucket_windows and SoakWindow.objects.filter(soak=soak).exclude(
+            index__in=[w.index for w in folded], node=agent.node).exists():
+        digest_rebuild(soak)  # windows collected before the chart buckets existed
+    else:
+        charts_fold(soak, agent.node_id, folded)
+
+
+def answers_record(soak: Soak, agent: SoakAgent, stored: Sequence[Measurement],
+                   offset: int) -> None:
+    """Fold newly stored answers into ``agent.answers_latest`` (saved by the caller); an agent
+    whose earlier answers were collected before it existed starts from the ledger."""
+    if agent.answers_latest is None and offset > 0:
+        agent.answers_latest = {}
+        answers_fold(agent, answer_tuples(Measurement.objects.filter(
+            gate_run_id=soak.gate_run_id, node_id=agent.node_id, metric="probe_mismatches",
+            derived=False).exclude(id__in=[m.id for m in stored]).order_by("id")))
+    answers_fold(agent, answer_tuples(stored))
 
 
 # file the agent writes → (probe name of its runs, parser module, records → rows)
@@ -163,10 +184,12 @@ def agent_store(*, soak: Soak, agent: SoakAgent, fetched: Fetched) -> bool:
                 stored = measurements_store(run, rows)
                 if name == "windows.jsonl":
                     windows_record(soak, agent, stored)
+                else:
+                    answers_record(soak, agent, stored, offset)
             agent.offsets = {**agent.offsets, name: offset + cut}
             agent.last_collected_at = timezone.now()
             agent.save(update_fields=["offsets", "last_collected_at", "last_window",
-                                      "last_completion_at"])
+                                      "last_completion_at", "answers_latest"])
     if not running:
         state = SoakAgent.State.FINISHED if done else SoakAgent.State.LOST
         if agent.state != state:

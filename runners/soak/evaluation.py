@@ -25,6 +25,7 @@ from gates.services import criterion_spec, decision_record
 from runners.decision import simulated_evidence_error
 from runners.models import GateRun, Measurement
 from runners.soak import steady
+from runners.soak.digest import digest_rebuild
 from runners.soak.events import event_record
 from runners.soak.models import Soak, SoakWindow
 from runners.soak.plan import real_s
@@ -77,6 +78,7 @@ def soak_windows_rebuild(soak: Soak) -> int:
         output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
         first_completion=w.first_completion, last_completion=w.last_completion,
         measurement_ids=list(w.ids)) for w in windows], batch_size=2000)
+    digest_rebuild(soak)
     return len(windows)
 
 
@@ -120,6 +122,41 @@ def fault_outcomes(soak: Soak) -> list[steady.FaultOutcome]:
             for f in soak.faults.select_related("node")]
 
 
+#: The steady-state checks (criterion keys, in the page's order) and a fault's phases.
+CHECK_KEYS = ("error-rate", "no-interruption", "ttft-p99", "throughput", "correctness")
+PHASES = ("before", "during", "after")
+
+
+def fault_checks_judge(soak: Soak, samples: list[evaluation.Sample]) -> dict:
+    """Each fault's checks per phase, judged on ``samples`` (span figures) against the
+    engagement's criterion of each check: ``{fault: {phase: [{"check", "metric", "value",
+    "unit", "verdict", "explanation"}]}}`` (the page's fault table, stored by the tick and the
+    decision so the page does not judge every figure again)."""
+    specs = {c.key: criterion_spec(c) for c in soak.gate_run.gate.criteria.all()
+             if c.key in CHECK_KEYS}
+    by_span: dict[tuple[str, str], list[evaluation.Sample]] = {}
+    for sample in samples:
+        if sample.labels.get("fault"):
+            by_span.setdefault((sample.labels["fault"], sample.labels.get("phase", "")),
+                               []).append(sample)
+    judged: dict[str, dict[str, list[dict]]] = {}
+    for name in soak.faults.order_by("position").values_list("name", flat=True):
+        checks: dict[str, list[dict]] = {phase: [] for phase in PHASES}
+        for phase in PHASES:
+            mine = by_span.get((name, phase), [])
+            for key, spec in specs.items():
+                chosen = evaluation.select(spec, mine)
+                if not chosen:
+                    continue
+                verdict = evaluation.evaluate_criterion(spec, chosen)
+                checks[phase].append({"check": key, "metric": spec.metric,
+                                      "value": verdict.measured, "unit": spec.unit,
+                                      "verdict": verdict.verdict,
+                                      "explanation": verdict.explanation})
+        judged[name] = checks
+    return judged
+
+
 def soak_checks_update(*, soak: Soak) -> dict:
     """Judge every criterion on the span figures so far and store the result in
     ``soak.checks`` ({criterion key: {state, value, explanation, at}}): the live check states."""
@@ -134,7 +171,8 @@ def soak_checks_update(*, soak: Soak) -> dict:
         checks[spec.key] = {"state": verdict.verdict, "value": verdict.measured,
                             "unit": spec.unit, "explanation": verdict.explanation,
                             "at": timezone.now().isoformat()}
-    Soak.objects.filter(id=soak.id).update(checks=checks, figures=[
+    Soak.objects.filter(id=soak.id).update(
+        checks=checks, fault_checks=fault_checks_judge(soak, samples), figures=[
         {"metric": f.metric, "value": f.value, "unit": f.unit, "labels": f.labels,
          "node": f.node} for f in figures])
     return checks
@@ -253,6 +291,7 @@ def _decide(soak: Soak, gate_run: GateRun) -> Decision | None:
                                  m.node.name if m.node else "")
                for m in gate_run.measurements.filter(derived=True).select_related("node")]
     specs = [criterion_spec(c) for c in criteria]
+    Soak.objects.filter(id=soak.id).update(fault_checks=fault_checks_judge(soak, samples))
     verdicts = [evaluation.evaluate_criterion(spec, samples) for spec in specs]
     verdicts = [replace(v, node=_where(soak, v, samples)) if v.verdict == "fail" else v
                 for v in verdicts]

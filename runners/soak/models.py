@@ -115,6 +115,13 @@ class Soak(models.Model):
     figures = models.JSONField(default=list, blank=True,
                                help_text="the span figures of the latest driver tick: "
                                          "[{metric, value, unit, labels, node}]")
+    fault_checks = models.JSONField(
+        null=True, blank=True, help_text="each fault's checks per phase as last judged: "
+        "{fault: {phase: [{check, metric, value, unit, verdict, explanation}]}}; null: not "
+        "judged since it existed (the page judges the figures itself)")
+    chart_bucket_windows = models.PositiveIntegerField(
+        default=0, help_text="windows per chart bucket, fixed at the first window folded "
+                             "(0: none folded yet); runners.soak.digest")
     stop_reason = models.TextField(blank=True)
     error = models.TextField(blank=True)
 
@@ -158,6 +165,10 @@ class SoakAgent(models.Model):
     last_window = models.IntegerField(default=0)
     last_completion_at = models.FloatField(null=True, blank=True,
                                            help_text="node epoch seconds of the last success")
+    answers_latest = models.JSONField(
+        null=True, blank=True, help_text="per prompt id, the latest answer and the latest "
+        "non-exact one, folded at collection: {prompt: {result, mismatch, at, last_mismatch, "
+        "last_mismatch_at}} (epoch s); null: collected before it existed")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["soak", "node"],
@@ -289,3 +300,25 @@ class SoakWindow(models.Model):
 
     def __str__(self) -> str:
         return f"window {self.index} of {self.node_id}"
+
+
+class SoakChartBucket(models.Model):
+    """One bucket of consecutive windows of one node as the soak's charts draw it: for each
+    charted metric the bucket's worst window (highest; lowest for throughput) — ``worst``:
+    ``{metric: [value, window index, window end (node epoch s), windows with a value]}`` —
+    folded once per window at collection (``runners.soak.digest``), so the page and its poll
+    read at most about ``CHART_POINTS`` rows whatever the windows and nodes. Window ``i``
+    falls in bucket ``(i - 1) // Soak.chart_bucket_windows``."""
+
+    soak = models.ForeignKey(Soak, on_delete=models.CASCADE, related_name="chart_buckets")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+")
+    bucket = models.IntegerField()
+    worst = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["soak", "node", "bucket"]
+        constraints = [models.UniqueConstraint(fields=["soak", "node", "bucket"],
+                                               name="soak_chart_bucket_unique")]
+
+    def __str__(self) -> str:
+        return f"chart bucket {self.bucket} of {self.node_id}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Max
@@ -32,6 +32,7 @@ from gates.presentation import VerdictRow, criterion_text
 from gates.services import criterion_spec
 from runners.models import Measurement
 from runners.soak import charts, queries
+from runners.soak.digest import CHART_POINTS
 from runners.soak.models import Soak
 from runners.soak.plan import real_s
 from runners.soak.rate import FORMULA, RateBasis
@@ -40,7 +41,6 @@ from runners.soak.rate import FORMULA, RateBasis
 OVER = (Soak.State.DONE, Soak.State.ABORTED, Soak.State.FAILED)
 
 #: The charts of the page and the report: (metric, title, criterion key of its bound).
-CHART_POINTS = 2400  # per chart, all nodes together: beyond it a point is its windows' worst
 CHARTS = (
     ("ttft_p99", gettext_lazy("TTFT p99"), "ttft-p99"),
     ("output_throughput", gettext_lazy("Output throughput"), "throughput"),
@@ -106,10 +106,22 @@ def _value_text(key: str, value: float | None, unit: str) -> str:
     return measurement_text(value, unit)
 
 
+def _utc(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, tz=UTC) if epoch is not None else None
+
+
 def correctness_latest(soak: Soak) -> list[dict]:
     """Each correctness prompt's latest answer, per node: ``[{"node", "prompt", "result"
     ("exact" | "diverges at token k" | "error: …"), "mismatch" (bool), "at",
-    "last_mismatch" (the latest non-exact result, "" when none), "last_mismatch_at"}]``."""
+    "last_mismatch" (the latest non-exact result, "" when none), "last_mismatch_at"}]``:
+    as folded at collection (``SoakAgent.answers_latest``), else found in the ledger."""
+    folded = list(soak.agents.values_list("node__name", "answers_latest"))
+    if folded and all(latest is not None for _n, latest in folded):
+        return [{"node": node, "prompt": prompt, "result": a["result"],
+                 "mismatch": a["mismatch"], "at": _utc(a["at"]),
+                 "last_mismatch": a["last_mismatch"],
+                 "last_mismatch_at": _utc(a["last_mismatch_at"])}
+                for node, latest in sorted(folded) for prompt, a in sorted(latest.items())]
     answers = Measurement.objects.filter(gate_run_id=soak.gate_run_id,
                                          metric="probe_mismatches", derived=False)
     # One row per node and prompt, in the database: the latest answer (collected in time
@@ -198,10 +210,12 @@ def soak_charts(soak: Soak, *, simulated: bool | None = None, width: int = chart
     specs = _specs(soak)
     gaps = queries.soak_gaps(soak)
     count = int(soak.plan["steady_state"]["baseline_windows"])
+    folded = queries.soak_chart_series(soak)
     out = []
     for metric, title, key in CHARTS:
         title = str(title)
-        series = queries.soak_series(soak, metric, max_points=CHART_POINTS)
+        series = folded[metric] if folded is not None else queries.soak_series(
+            soak, metric, max_points=CHART_POINTS)
         values = ([p["value"] for p in series["points"]][:count]
                   if all(p["windows"] == 1 for p in series["points"])
                   else queries.soak_first_values(soak, metric, count))

@@ -21,10 +21,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gates import evaluation
-from gates.services import criterion_spec
 from runners.models import GateRun, Measurement
-from runners.soak.evaluation import soak_figures
-from runners.soak.models import Soak, SoakWindow
+from runners.soak.digest import CHARTED
+from runners.soak.evaluation import CHECK_KEYS as CHECK_KEYS  # the page reads them here
+from runners.soak.evaluation import PHASES, fault_checks_judge, soak_figures
+from runners.soak.models import Soak, SoakChartBucket, SoakWindow
 from runners.soak.plan import real_s, windows_planned
 
 #: Metrics with a time series (one point per window, or per correctness answer), and units.
@@ -37,8 +38,6 @@ SERIES = {
     "completion_gap_max": "s",
     "probe_mismatches": "1",
 }
-PHASES = ("before", "during", "after")
-CHECK_KEYS = ("error-rate", "no-interruption", "ttft-p99", "throughput", "correctness")
 
 
 def soak_of(gate_run: GateRun) -> Soak | None:
@@ -153,6 +152,28 @@ def _window_points(soak: Soak, metric: str, node: str | None,
     return points
 
 
+def soak_chart_series(soak: Soak) -> dict[str, dict] | None:
+    """The charted metrics' series from the chart buckets folded at collection (one query, at
+    most about ``digest.CHART_POINTS`` rows whatever the windows and nodes): ``{metric:
+    soak_series shape}``, each point a bucket's worst window (``windows``: how many windows
+    with a value it covers); None when the soak has no buckets (collected before them)."""
+    rows = list(SoakChartBucket.objects.filter(soak=soak).order_by(
+        "node__name", "bucket").values_list("node__name", "worst"))
+    if not rows:
+        return None
+    faults = soak_fault_windows(soak)
+    out = {}
+    for metric in CHARTED:
+        points = [{"at": datetime.fromtimestamp(kept[2], tz=UTC), "epoch": kept[2],
+                   "value": kept[0], "node": name, "window": str(kept[1]),
+                   "windows": kept[3]}
+                  for name, worst in rows if (kept := worst.get(metric)) is not None]
+        points.sort(key=lambda p: (p["epoch"], p["node"]))
+        out[metric] = {"metric": metric, "unit": SERIES[metric], "points": points,
+                       "fault_windows": faults}
+    return out
+
+
 def soak_first_values(soak: Soak, metric: str, count: int) -> list[float]:
     """The values of the ``count`` earliest windows (all nodes, by end time) of a window
     metric: the opening baseline a chart draws, one query on the aggregates."""
@@ -230,25 +251,14 @@ def soak_fault_rows(soak: Soak) -> list[dict]:
     "explanation"}]}, "verdict"}]`` — ``verdict`` is ``pass`` when every check of every phase
     passed, ``fail`` when one failed, ``insufficient`` when evidence is missing, ``not
     injected`` (with the reason) when the fault never ran. Each figure is judged against the
-    engagement's criterion of that check."""
-    specs = {c.key: criterion_spec(c) for c in soak.gate_run.gate.criteria.all()
-             if c.key in CHECK_KEYS}
-    samples = _figures(soak)
+    engagement's criterion of that check: as the latest tick or the decision stored it
+    (``Soak.fault_checks``), else here from the span figures."""
+    judged = soak.fault_checks
+    if judged is None:
+        judged = fault_checks_judge(soak, _figures(soak))
     rows = []
     for fault in soak_fault_windows(soak):
-        checks: dict[str, list[dict]] = {phase: [] for phase in PHASES}
-        for phase in PHASES:
-            mine = [s for s in samples if s.labels.get("fault") == fault["name"]
-                    and s.labels.get("phase") == phase]
-            for key, spec in specs.items():
-                chosen = evaluation.select(spec, mine)
-                if not chosen:
-                    continue
-                verdict = evaluation.evaluate_criterion(spec, chosen)
-                checks[phase].append({"check": key, "metric": spec.metric,
-                                      "value": verdict.measured, "unit": spec.unit,
-                                      "verdict": verdict.verdict,
-                                      "explanation": verdict.explanation})
+        checks = judged.get(fault["name"]) or {phase: [] for phase in PHASES}
         verdicts = {c["verdict"] for phase in checks.values() for c in phase}
         if fault["injected_at"] is None:
             overall = f"not injected ({fault['state']}: {fault['error']})".strip()

@@ -59,8 +59,8 @@ def _require_planner(user) -> None:
 
 def _visible_soak(user, soak_id: int) -> Soak:
     """The soak if ``user`` may see its engagement; 404 otherwise (also when absent)."""
-    soak = get_object_or_404(Soak.objects.select_related("gate_run__gate__engagement"),
-                             id=soak_id)
+    soak = get_object_or_404(Soak.objects.select_related("gate_run__gate__engagement")
+                             .defer("figures"), id=soak_id)  # read only before fault_checks
     engagement_for(user, soak.gate_run.gate.engagement.name)
     return soak
 

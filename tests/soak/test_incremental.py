@@ -11,6 +11,7 @@ import pytest
 
 from runners.models import Measurement
 from runners.soak.collection import agent_collect
+from runners.soak.digest import digest_rebuild
 from runners.soak.evaluation import (
     soak_checks_refresh,
     soak_figures,
@@ -18,7 +19,7 @@ from runners.soak.evaluation import (
     soak_windows_scratch,
     soak_windows_stored,
 )
-from runners.soak.models import FaultWindow, Soak, SoakAgent, SoakWindow
+from runners.soak.models import FaultWindow, Soak, SoakAgent, SoakChartBucket, SoakWindow
 from runners.transport import CommandResult
 
 from .pages_fixtures import soak_engagement
@@ -145,3 +146,16 @@ def test_the_checks_are_judged_again_only_when_a_window_answer_or_fault_arrived(
     collected.refresh_from_db()
     assert collected.checks["error-rate"]["at"] != judged_at
     assert collected.checks["error-rate"]["state"] == "fail"
+
+
+def test_the_page_digest_folded_tick_by_tick_equals_the_one_rebuilt_from_the_ledger(
+        collected):
+    buckets = list(SoakChartBucket.objects.filter(soak=collected).order_by(
+        "node", "bucket").values_list("node", "bucket", "worst"))
+    answers = collected.agents.get().answers_latest
+    assert len(buckets) == 18 and answers["p1"]["last_mismatch"] == "diverges at token 0"
+    assert answers["p1"]["result"] == "exact"
+    digest_rebuild(collected)
+    assert list(SoakChartBucket.objects.filter(soak=collected).order_by(
+        "node", "bucket").values_list("node", "bucket", "worst")) == buckets
+    assert collected.agents.get().answers_latest == answers
