@@ -56,13 +56,18 @@ def soak_windows_scratch(soak: Soak) -> list[steady.Window]:
                         in rows.iterator(chunk_size=5000))
 
 
-def soak_windows_stored(soak: Soak) -> list[steady.Window]:
-    """The soak's windows from its ``SoakWindow`` aggregates: one row per window, one query."""
-    rows = SoakWindow.objects.filter(soak=soak).order_by("node__name", "index").values_list(
-        "node__name", "index", "start", "end", "completed", "failed", "ttft_p99",
-        "output_throughput", "completion_gap_max", "first_completion", "last_completion",
-        "measurement_ids")
-    return [steady.Window(*row[:-1], tuple(row[-1])) for row in rows.iterator(chunk_size=5000)]
+def soak_windows_stored(soak: Soak, *, ids: bool = True) -> list[steady.Window]:
+    """The soak's windows from its ``SoakWindow`` aggregates: one row per window, one query;
+    ``ids=False``: without the measurement ids they were folded from (the live figures link
+    no inputs)."""
+    columns = ("node__name", "index", "start", "end", "completed", "failed", "ttft_p99",
+               "output_throughput", "completion_gap_max", "first_completion", "last_completion")
+    rows = SoakWindow.objects.filter(soak=soak).order_by("node__name", "index")
+    if not ids:
+        return [steady.Window(*row) for row in rows.values_list(*columns).iterator(
+            chunk_size=5000)]
+    return [steady.Window(*row[:-1], tuple(row[-1])) for row in rows.values_list(
+        *columns, "measurement_ids").iterator(chunk_size=5000)]
 
 
 def soak_windows_rebuild(soak: Soak) -> int:
@@ -82,12 +87,12 @@ def soak_windows_rebuild(soak: Soak) -> int:
     return len(windows)
 
 
-def soak_inputs(soak: Soak) -> tuple[list[steady.Window], list[steady.Answer],
-                                     list[steady.Fault]]:
+def soak_inputs(soak: Soak, *, ids: bool = True) -> tuple[
+        list[steady.Window], list[steady.Answer], list[steady.Fault]]:
     """The soak's windows (its stored aggregates; re-grouped from the samples for a soak that
     has none), correctness answers and injected fault windows: the inputs of
-    ``steady.derive``."""
-    windows = soak_windows_stored(soak) or soak_windows_scratch(soak)
+    ``steady.derive``; ``ids=False``: the windows without their measurement ids."""
+    windows = soak_windows_stored(soak, ids=ids) or soak_windows_scratch(soak)
     answers = [steady.Answer(node, at.timestamp(), value, id_)
                for id_, value, node, at in Measurement.objects.filter(
                    gate_run_id=soak.gate_run_id, metric="probe_mismatches", derived=False
@@ -160,7 +165,7 @@ def fault_checks_judge(soak: Soak, samples: list[evaluation.Sample]) -> dict:
 def soak_checks_update(*, soak: Soak) -> dict:
     """Judge every criterion on the span figures so far and store the result in
     ``soak.checks`` ({criterion key: {state, value, explanation, at}}): the live check states."""
-    figures = soak_figures(soak)
+    figures = soak_figures(soak, soak_inputs(soak, ids=False))  # no input links stored here
     samples = [evaluation.Sample(i, f.metric, f.value, f.unit, f.labels, f.node)
                for i, f in enumerate(figures)]
     checks = {}

@@ -5,6 +5,7 @@ spans, and correctness answers."""
 
 import json
 import shlex
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -159,3 +160,12 @@ def test_the_page_digest_folded_tick_by_tick_equals_the_one_rebuilt_from_the_led
     assert list(SoakChartBucket.objects.filter(soak=collected).order_by(
         "node", "bucket").values_list("node", "bucket", "worst")) == buckets
     assert collected.agents.get().answers_latest == answers
+
+
+def test_the_live_figures_read_without_input_ids_equal_the_linked_ones(collected):
+    def bare(figures):
+        return [replace(f, input_ids=()) for f in figures]
+
+    linked = soak_figures(collected, soak_inputs(collected))
+    assert any(f.input_ids for f in linked)
+    assert bare(soak_figures(collected, soak_inputs(collected, ids=False))) == bare(linked)
