@@ -2,7 +2,7 @@
 
 import pytest
 
-from gates.derivations import derive_line_efficiency
+from gates.derivations import ArrayDrives, derive_array_drives, derive_line_efficiency
 from gates.evaluation import (
     CriterionError,
     CriterionSpec,
@@ -121,7 +121,6 @@ def test_it_derives_line_efficiency_per_node_from_bandwidth_and_link_speed():
 
 
 def test_a_controller_without_drives_says_so_not_model_quote_quote():
-    from gates.derivations import ArrayDrives, derive_array_drives
     derived = derive_array_drives([], {"ctl-1": ArrayDrives("fx100-a", "", 24)})
     assert [(d.metric, d.value) for d in derived] == [("drive_count", 0.0)]
     assert derived[0].labels["detail"] == ("array fx100-a: no drive seen on its controller, 24 "
