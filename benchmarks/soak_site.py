@@ -11,7 +11,8 @@ the target, ``ratio`` = value ÷ target; medians of ``--runs`` where a figure re
   node into its aggregate and judging every check on the span figures (``soak_checks_update``);
   the nodes' reads run in collection threads and are not the service's cost;
 * ``soak_evaluation`` (s): ``soak_decide`` — every span figure derived and stored with its
-  input links, every criterion judged, the decision recorded (target 10 s);
+  input links, every criterion judged, the decision recorded (target 10 s); with
+  ``soak_driver_tick_cpu`` / ``soak_evaluation_cpu``: this process's CPU (not the database's);
 * ``soak_report`` (s) and ``soak_report_peak_rss`` (MiB): the signed G4 report, issued in a
   child process whose peak RSS is read from ``getrusage`` (targets 60 s, 1024 MiB). Skipped
   with ``--no-report``.
@@ -236,10 +237,10 @@ def measure(args) -> None:
     from runners.soak.models import SoakAgent
 
     agents = list(SoakAgent.objects.filter(soak=soak).select_related("node", "soak"))
-    ticks = []
+    ticks, tick_cpu = [], []
     for run in range(args.runs):
         index = count + 1 + run
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for agent in agents:
             end = T0 + index * 900.0
             rows = Measurement.objects.bulk_create([
@@ -256,19 +257,24 @@ def measure(args) -> None:
             windows_record(soak, agent, rows)
         soak_checks_update(soak=soak)
         ticks.append(time.perf_counter() - start)
+        tick_cpu.append(time.process_time() - start_cpu)
     print(figure("soak_driver_tick", statistics.median(ticks), "s", None, 2))
+    print(figure("soak_driver_tick_cpu", statistics.median(tick_cpu), "s", None, 2))
 
     Soak.objects.filter(id=soak.id).update(state=Soak.State.EVALUATING)
     soak.refresh_from_db()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     decision = soak_decide(soak=soak)
     evaluation_s = time.perf_counter() - start
+    evaluation_cpu = time.process_time() - start_cpu
     if decision is None:
         soak.refresh_from_db()
         raise SystemExit(f"no decision: {soak.error}")
     links = Measurement.inputs.through.objects.count()
     print(f"# decision {decision.outcome}; {links} input links", file=sys.stderr)
     print(figure("soak_evaluation", evaluation_s, "s", 10.0, 2))
+    # this process's CPU only: PostgreSQL's (index and foreign-key work of the links) is not in it
+    print(figure("soak_evaluation_cpu", evaluation_cpu, "s", 10.0, 2))
     if args.no_report:
         return
     report_in_child(decision.id)
