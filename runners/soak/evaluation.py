@@ -230,10 +230,15 @@ def links_insert(pairs: Iterable[tuple[int, int]]) -> int:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor, cursor.copy(
                 f'COPY "{table}" (from_measurement_id, to_measurement_id) FROM STDIN') as copy:
-            for pair in pairs:
-                copy.write_row(pair)
-                count += 1
-        return count
+            lines: list[str] = []
+            for figure_id, input_id in pairs:  # COPY's text format, written in chunks
+                lines.append(f"{int(figure_id)}\t{int(input_id)}\n")
+                if len(lines) >= 50000:
+                    copy.write("".join(lines))
+                    count += len(lines)
+                    lines = []
+            copy.write("".join(lines))
+        return count + len(lines)
     batch: list = []
     for figure_id, input_id in pairs:
         batch.append(through(from_measurement_id=figure_id, to_measurement_id=input_id))
