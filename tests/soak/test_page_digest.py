@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from acceptance.models import Node
 from runners.models import Measurement
-from runners.soak import presentation, queries
+from runners.soak import charts, presentation, queries
 from runners.soak.digest import digest_rebuild, window_values
 from runners.soak.evaluation import soak_checks_update, soak_windows_rebuild, soak_windows_stored
 from runners.soak.models import Soak, SoakAgent, SoakChartBucket, SoakWindow
@@ -111,3 +111,16 @@ def test_the_folded_reads_equal_what_the_ledger_gives():
         assert [(p["node"], p["window"], p["value"]) for p in series[metric]["points"]] == [
             (p["node"], p["window"], p["value"])
             for p in queries.soak_series(soak, metric)["points"]]
+
+
+def test_a_chart_marks_its_points_only_while_they_are_few():
+    def svg(nodes: int, per_node: int) -> str:
+        points = [{"epoch": 100.0 + i, "value": 0.3 + 0.01 * (i % 3), "node": f"n{n:03d}"}
+                  for n in range(nodes) for i in range(per_node)]
+        return charts.series_svg({"metric": "ttft_p99", "unit": "s", "points": points},
+                                 title="TTFT p99", axis=charts.Axis(start=100.0, end=200.0))
+
+    few = svg(4, 18)
+    assert few.count("<circle") == 72 and few.count("<polyline") == 4
+    many = svg(128, 19)  # a 128-node soak's bounded chart: lines only, one per node
+    assert many.count("<circle") == 0 and many.count("<polyline") == 128
