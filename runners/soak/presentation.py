@@ -115,8 +115,11 @@ def correctness_latest(soak: Soak) -> list[dict]:
     ("exact" | "diverges at token k" | "error: …"), "mismatch" (bool), "at",
     "last_mismatch" (the latest non-exact result, "" when none), "last_mismatch_at"}]``:
     as folded at collection (``SoakAgent.answers_latest``), else found in the ledger."""
-    folded = list(soak.agents.values_list("node__name", "answers_latest"))
-    if folded and all(latest is not None for _n, latest in folded):
+    agents = list(soak.agents.values_list("node__name", "answers_latest", "offsets"))
+    # an agent with answers collected before the fold existed: the ledger says (below)
+    if agents and not any(latest is None and int((offsets or {}).get("probes.jsonl", 0))
+                          for _n, latest, offsets in agents):
+        folded = [(node, latest or {}) for node, latest, _o in agents]
         return [{"node": node, "prompt": prompt, "result": a["result"],
                  "mismatch": a["mismatch"], "at": _utc(a["at"]),
                  "last_mismatch": a["last_mismatch"],
