@@ -12,7 +12,8 @@ the target, ``ratio`` = value ÷ target; medians of ``--runs`` where a figure re
   the nodes' reads run in collection threads and are not the service's cost;
 * ``soak_evaluation`` (s): ``soak_decide`` — every span figure derived and stored with its
   input links, every criterion judged, the decision recorded (target 10 s); with
-  ``soak_driver_tick_cpu`` / ``soak_evaluation_cpu``: this process's CPU (not the database's);
+  ``soak_driver_tick_cpu`` / ``soak_evaluation_cpu``: this process's CPU, and ``…_db_cpu``:
+  the CPU of the PostgreSQL backend serving it (``/proc``; 0 when not readable);
 * ``soak_report`` (s) and ``soak_report_peak_rss`` (MiB): the signed G4 report, issued in a
   child process whose peak RSS is read from ``getrusage`` (targets 60 s, 1024 MiB). Skipped
   with ``--no-report``.
@@ -237,10 +238,10 @@ def measure(args) -> None:
     from runners.soak.models import SoakAgent
 
     agents = list(SoakAgent.objects.filter(soak=soak).select_related("node", "soak"))
-    ticks, tick_cpu = [], []
+    ticks, tick_cpu, tick_db = [], [], []
     for run in range(args.runs):
         index = count + 1 + run
-        start, start_cpu = time.perf_counter(), time.process_time()
+        start, start_cpu, start_db = time.perf_counter(), time.process_time(), backend_cpu()
         for agent in agents:
             end = T0 + index * 900.0
             rows = Measurement.objects.bulk_create([
@@ -258,15 +259,18 @@ def measure(args) -> None:
         soak_checks_update(soak=soak)
         ticks.append(time.perf_counter() - start)
         tick_cpu.append(time.process_time() - start_cpu)
+        tick_db.append(backend_cpu() - start_db)
     print(figure("soak_driver_tick", statistics.median(ticks), "s", None, 2))
     print(figure("soak_driver_tick_cpu", statistics.median(tick_cpu), "s", None, 2))
+    print(figure("soak_driver_tick_db_cpu", statistics.median(tick_db), "s", None, 2))
 
     Soak.objects.filter(id=soak.id).update(state=Soak.State.EVALUATING)
     soak.refresh_from_db()
-    start, start_cpu = time.perf_counter(), time.process_time()
+    start, start_cpu, start_db = time.perf_counter(), time.process_time(), backend_cpu()
     decision = soak_decide(soak=soak)
     evaluation_s = time.perf_counter() - start
     evaluation_cpu = time.process_time() - start_cpu
+    evaluation_db = backend_cpu() - start_db
     if decision is None:
         soak.refresh_from_db()
         raise SystemExit(f"no decision: {soak.error}")
@@ -275,9 +279,25 @@ def measure(args) -> None:
     print(figure("soak_evaluation", evaluation_s, "s", 10.0, 2))
     # this process's CPU only: PostgreSQL's (index and foreign-key work of the links) is not in it
     print(figure("soak_evaluation_cpu", evaluation_cpu, "s", 10.0, 2))
+    print(figure("soak_evaluation_db_cpu", evaluation_db, "s", None, 2))
     if args.no_report:
         return
     report_in_child(decision.id)
+
+
+def backend_cpu() -> float:
+    """CPU seconds (user + system) of the PostgreSQL backend serving this process's
+    connection, from ``/proc`` (the server runs on this machine); 0.0 when not readable."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def report_in_child(decision_id: int) -> None:
