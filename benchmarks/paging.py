@@ -161,20 +161,20 @@ def measure(args) -> None:
         finally:
             spent[0] += time.perf_counter() - start
 
-    def timed(client, url: str, must: bytes) -> list[float]:
+    def timed(name: str, client, url: str, must: bytes) -> list[float]:
         for _ in range(3):
             client.get(url)
         gc.collect()
         gc.freeze()  # as acceptance/wsgi.py does: the seeding's heap is not walked per request
-        times, cpu[url], db[url] = [], [], []
+        times, cpu[name], db[name] = [], [], []  # by figure: two clients ask one URL
         for _ in range(args.requests):
             spent[0] = 0.0
             start, start_cpu = time.perf_counter(), time.process_time()
             with connection.execute_wrapper(db_timed):
                 response = client.get(url)
             times.append((time.perf_counter() - start) * 1000)
-            cpu[url].append((time.process_time() - start_cpu) * 1000)
-            db[url].append(spent[0] * 1000)
+            cpu[name].append((time.process_time() - start_cpu) * 1000)
+            db[name].append(spent[0] * 1000)
             if response.status_code != 200 or must not in response.content:
                 raise SystemExit(f"GET {url}: {response.status_code} {response.content[:200]!r}")
         return times
@@ -207,17 +207,17 @@ def measure(args) -> None:
         (f"api_measurements_deep_page_customer_p95_{k}", customer_api,
          f"/api/measurements/?limit=100&cursor={deep}", b'"results"', 50.0),
     ]
-    walls = {name: timed(client, url, must) for name, client, url, must, _ in cases}
+    walls = {name: timed(name, client, url, must) for name, client, url, must, _ in cases}
     size = len(browser.get(page_url).content)
     print(f"# run page {size} bytes; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
-    for name, _client, url, _must, target in cases:
-        wall, cpu_ms = walls[name], cpu[url]
+    for name, _client, _url, _must, target in cases:
+        wall, cpu_ms, db_ms = walls[name], cpu[name], db[name]
         print(f"# {name}: median wall {sorted(wall)[len(wall) // 2]:.1f} ms, "
               f"CPU {sorted(cpu_ms)[len(cpu_ms) // 2]:.1f} ms, database "
-              f"{sorted(db[url])[len(db[url]) // 2]:.1f} ms", file=sys.stderr)
+              f"{sorted(db_ms)[len(db_ms) // 2]:.1f} ms", file=sys.stderr)
         print(figure(name.replace("_p95", f"{fresh}_p95"), p95(wall), "ms", target, 1))
         print(figure(name.replace("_p95", f"{fresh}_cpu_p95"), p95(cpu_ms), "ms", target, 1))
-        print(figure(name.replace("_p95", f"{fresh}_db_p95"), p95(db[url]), "ms", target, 1))
+        print(figure(name.replace("_p95", f"{fresh}_db_p95"), p95(db_ms), "ms", target, 1))
     print(figure("run_page_bytes_100k", size, "B", None, 0))
 
 
