@@ -10,18 +10,30 @@ criteria snapshot) — and 2 too when the evidence matches but a countersignatur
 no customer root was given: the table is printed (the re-decision rests on the vendor's
 signature alone), but 0 would tell a script that the customer's acceptance was checked when
 anyone could have made that countersignature. A difference (1) outranks an unchecked
-countersignature: it is a finding about the vendor-signed evidence either way."""
+countersignature: it is a finding about the vendor-signed evidence either way.
+
+A report that is empty, not a PDF or truncated, a missing file or a directory, and a trust file
+that is not a PEM/DER certificate are each one line ``cannot check: …`` naming the file, exit 2.
+Output cut short by its reader (``| head -1``) is no error: the check runs to its end and the
+exit status is still its answer, without a traceback."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
-from acceptance_core.pdf import ReportUnreadable, check_signatures, embedded, load_roots
+from acceptance_core.pdf import (
+    ReportUnreadable,
+    check_signatures,
+    embedded,
+    load_roots,
+    structure_problem,
+)
 from acceptance_core.redecide import CannotCheck, redecide, table
 
 
@@ -29,6 +41,10 @@ def redecide_file(data: bytes, roots: Sequence[Any], out: TextIO,
                   customer_roots: Sequence[Any] = ()) -> int:
     """Check ``data`` (a signed report), the vendor's signature against ``roots`` and a
     countersignature against ``customer_roots``; print the table; the exit status."""
+    problem = structure_problem(data)
+    if problem:
+        print(f"cannot check: {problem}", file=out)
+        return 2
     if not roots:
         print("cannot check: no trust root; pass --trust VENDOR-ROOT.pem (the vendor's CA "
               "certificate)", file=out)
@@ -71,6 +87,43 @@ def redecide_evidence(data: bytes, out: TextIO) -> int:
     return result.exit_code
 
 
+class PipeOut:
+    """``out`` that stops writing once its reader has gone (``| head -1``) instead of raising
+    BrokenPipeError: the check runs to its end and its exit status stands."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self._out.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._out.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.gone = True
+        # Python flushes stdout once more at exit: point its descriptor at /dev/null so that
+        # last flush has nowhere to fail (no "Exception ignored … BrokenPipeError", status 120)
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._out.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def pipe_safe(out: Any) -> TextIO:
+    return cast(TextIO, PipeOut(out))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m acceptance_core")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -87,17 +140,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # checked against the other party's roots); the verdict is printed here in one line instead
     logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
+    out = pipe_safe(sys.stdout)
     try:
         data = Path(args.report).read_bytes()
         roots = load_roots(args.trust)
         customer_roots = load_roots(args.customer_trust)
     except OSError as e:
-        print(f"cannot check: cannot read {args.report}: {e.strerror}", file=sys.stdout)
-        return 2
+        print(f"cannot check: cannot read {args.report}: {e.strerror or e}", file=out)
+        status = 2
     except ReportUnreadable as e:
-        print(f"cannot check: {e}", file=sys.stdout)
-        return 2
-    return redecide_file(data, roots, sys.stdout, customer_roots)
+        print(f"cannot check: {e}", file=out)
+        status = 2
+    else:
+        status = redecide_file(data, roots, out, customer_roots)
+    out.flush()
+    return status
 
 
 if __name__ == "__main__":
