@@ -60,12 +60,12 @@ def certificates_in(path: str) -> list[Any]:
         raise ReportUnreadable(f"cannot load trust root {path}: {e.strerror or e}") from e
     try:
         certificates = list(load_certs_from_pemder_data(data))  # type: ignore[no-untyped-call]
-        for certificate in certificates:
-            certificate.native  # asn1crypto parses lazily: a damaged certificate fails here
+        # asn1crypto parses lazily: a damaged certificate fails only when read whole
+        parsed = [certificate.native for certificate in certificates]
     except Exception as e:  # asn1crypto's errors are many; every one means the same here
         raise ReportUnreadable(f"cannot load trust root {path}: not a PEM/DER certificate")\
             from e
-    if not certificates:
+    if not parsed:
         raise ReportUnreadable(f"cannot load trust root {path}: it holds no certificate (a "
                                f"PEM/DER certificate is expected)")
     return certificates
