@@ -59,7 +59,7 @@ def certificates_in(path: str) -> list[Any]:
     except OSError as e:
         raise ReportUnreadable(f"cannot load trust root {path}: {e.strerror or e}") from e
     try:
-        certificates = list(load_certs_from_pemder_data(data))  # type: ignore[no-untyped-call]
+        certificates = list(load_certs_from_pemder_data(data))
         # asn1crypto parses lazily: a damaged certificate fails only when read whole
         parsed = [certificate.native for certificate in certificates]
     except Exception as e:  # asn1crypto's errors are many; every one means the same here
