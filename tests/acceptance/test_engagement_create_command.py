@@ -57,7 +57,14 @@ def test_it_creates_the_engagement_and_says_so_in_one_line(db, capsys):
     (["acme-prod", "--customer", "", "--start-date", "2026-11-02"],
      "CommandError: not created: customer: give the customer organisation's name"),
     (["acme-prod", "--customer", "Acme", "--start-date", "2026-11-02", "--reference-profile",
-      "R9"], "CommandError: not created: reference_profile: Value 'R9' is not a valid choice."),
+      "R9"], "CommandError: not created: reference_profile: reference profile 'R9' is unknown; "
+     "known: R1-c16, R2-c8, R2-c16, R2-c32, R3-tp4x2"),
+    (["acme-prod", "--customer", "Acme", "--start-date", "2026-11-02", "--reference-profile",
+      ""], "CommandError: not created: reference_profile: reference profile '' is unknown; "
+     "known: R1-c16"),
+    (["acme-prod", "--customer", "New Co", "--start-date", "2026-11-02", "--reference-profile",
+      "R1-c16"], "CommandError: not created: reference_profile: reference profile R1-c16 (R1) "
+     "has no local-NVMe output throughput"),
     (["acme-prod", "--customer", "Acme", "--start-date", "2026-11-02", "--array",
       "serial=A,drives=none"],
      "CommandError: not created: arrays[1].expected_drive_count: “none” value must be an "
