@@ -7,14 +7,20 @@ a traceback."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from weasyprint import Attachment
 
-from acceptance_core.__main__ import main
+from acceptance_core.__main__ import main, redecide_evidence
+from acceptance_core.pdf import embedded
+from acceptance_core.redecide import CannotCheck, redecide, table
+from reports.evidence import SUMMARY_NAME
+from reports.render import render_html_pdf
 from tests.reports.test_redecide import ca_path, report_of
 from tests.reports.test_trust import _cert, _pem
 from tests.runners.test_run_gate import run_gate
@@ -124,3 +130,60 @@ def test_a_whole_table_cut_short_keeps_the_checks_status(lab, tmp_path):
     status, out = _managed(report)
     assert status == 0 and out.splitlines()[-1] == \
         "result: the evidence gives the recorded decision" and "\n\n" not in out, out
+
+
+def _malformed(summary: dict, change) -> dict:
+    changed = json.loads(json.dumps(summary))
+    change(changed)
+    return changed
+
+
+def _basis(summary: dict) -> dict:
+    return summary["gates"][0]["redecide"]
+
+
+MALFORMED = [
+    (lambda s: s["runs"].__setitem__(0, []), "summary.json is not well formed: its runs: "
+                                             "AttributeError"),
+    (lambda s: s["runs"][1].__setitem__("attachment", ["x"]), "summary.json is not well "
+                                                               "formed: its runs: TypeError"),
+    (lambda s: s["gates"].__setitem__(0, ["G1"]), "?: summary.json is not well formed: "
+                                                  "TypeError: a gate entry is list, not an "
+                                                  "object"),
+    (lambda s: _basis(s)["criteria"][0].__setitem__("recorded", 3), "G1: summary.json is not "
+                                                                     "well formed: "
+                                                                     "AttributeError"),
+    (lambda s: _basis(s).__setitem__("arrays", True), "G1: summary.json is not well formed: "
+                                                      "AttributeError"),
+    (lambda s: _basis(s)["runs"][0]["measurements"][0].__setitem__("labels", 7),
+     "G1: summary.json is not well formed: AttributeError"),
+]
+
+
+@pytest.mark.slow
+def test_a_summary_of_the_wrong_shape_cannot_be_checked_without_a_traceback(lab):
+    """A summary.json whose parts have the wrong JSON type (only a vendor could sign one, but
+    the verifier answers any input): one line, exit 2; a requirement that is not text is
+    printed as text."""
+    engagement, _ = lab("healthy")
+    assert run_gate(engagement.name, "G1")[0] == 0
+    summary, files = embedded(report_of(engagement, "G1").read_bytes())
+    for change, says in MALFORMED:
+        with pytest.raises(CannotCheck) as refused:
+            redecide(_malformed(summary, change), files)
+        assert str(refused.value).startswith(says), str(refused.value)
+        assert "\n" not in str(refused.value)
+    odd = _malformed(summary, lambda s: _basis(s)["criteria"][0].__setitem__(
+        "requirement", {"at least": 24}))
+    result = redecide(odd, files)
+    assert result.exit_code == 0 and "{'at least': 24}" in table(result)
+    # the same through the command's output (signatures aside): one line, exit 2
+    pdf = render_html_pdf("<p>report</p>", attachments=[
+        Attachment(file_obj=io.BytesIO(content), name=name, relationship="Data")
+        for name, content in {**files, SUMMARY_NAME: json.dumps(_malformed(
+            summary, MALFORMED[0][0])).encode()}.items()])
+    out = io.StringIO()
+    assert redecide_evidence(pdf, out) == 2
+    assert out.getvalue().splitlines() == [
+        "cannot check: summary.json is not well formed: its runs: AttributeError: 'list' "
+        "object has no attribute 'get'"]
