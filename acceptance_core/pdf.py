@@ -197,8 +197,9 @@ def embedded(data: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
         raise ReportUnreadable(f"cannot read the PDF's embedded files: {e}") from e
     raw = files.get(SUMMARY_NAME)
     if raw is None:
-        raise ReportUnreadable(f"the report embeds no {SUMMARY_NAME}: it was issued before "
-                               f"reports carried their evidence")
+        raise ReportUnreadable(f"the PDF embeds no {SUMMARY_NAME}: a signed PDF but not a gate "
+                               f"report of the service, or one issued before reports carried "
+                               f"their evidence")
     try:
         summary = json.loads(raw)
     except ValueError as e:

@@ -21,6 +21,7 @@ from acceptance_core.pdf import embedded
 from acceptance_core.redecide import CannotCheck, redecide, table
 from reports.evidence import SUMMARY_NAME
 from reports.render import render_html_pdf
+from reports.signing import ensure_dev_signer, load_signer, sign_pdf
 from tests.reports.test_redecide import ca_path, report_of
 from tests.reports.test_trust import _cert, _pem
 from tests.runners.test_run_gate import run_gate
@@ -187,3 +188,21 @@ def test_a_summary_of_the_wrong_shape_cannot_be_checked_without_a_traceback(lab)
     assert out.getvalue().splitlines() == [
         "cannot check: summary.json is not well formed: its runs: AttributeError: 'list' "
         "object has no attribute 'get'"]
+
+
+@pytest.mark.django_db
+def test_a_signed_pdf_without_a_summary_says_so(tmp_path, settings):
+    signing_dir = Path(settings.SIGNING_DIR)
+    ensure_dev_signer(signing_dir)
+    path = tmp_path / "letter.pdf"
+    path.write_bytes(sign_pdf(render_html_pdf("<p>a letter, not a report</p>"),
+                              signer=load_signer(), timestamper=None))
+    status, out = _cli(str(path), "--trust", str(signing_dir / "ca.pem"))
+    assert status == 2
+    assert out.splitlines()[-1] == (
+        "cannot check: the PDF embeds no summary.json: a signed PDF but not a gate report of "
+        "the service, or one issued before reports carried their evidence")
+    status, out = _managed(str(path))
+    assert status == 2 and out.splitlines()[-1] == (
+        "cannot check: the PDF embeds no summary.json: a signed PDF but not a gate report of "
+        "the service, or one issued before reports carried their evidence")
