@@ -76,7 +76,8 @@ def gates_seed(*, engagement: Engagement) -> list[Gate]:
 
 # Names an engagement may not take: the page that creates engagements sits at /engagements/new/.
 RESERVED_ENGAGEMENT_NAMES = ("new",)
-ARRAY_FIELDS = ("model", "serial", "expected_drive_count", "link_speed_mbps", "layout")
+ARRAY_FIELDS = ("model", "serial", "expected_drive_count", "drive_model", "link_speed_mbps",
+                "layout")
 
 
 def _organisation(customer: str) -> tuple[Organisation, bool]:
