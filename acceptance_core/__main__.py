@@ -14,8 +14,9 @@ countersignature: it is a finding about the vendor-signed evidence either way.
 
 A report that is empty, not a PDF or truncated, a missing file or a directory, and a trust file
 that is not a PEM/DER certificate are each one line ``cannot check: …`` naming the file, exit 2.
-Output cut short by its reader (``| head -1``) is no error: the check runs to its end and the
-exit status is still its answer, without a traceback."""
+Output cut short by its reader (``| head -1``) ends without a traceback, with status 141 (128 +
+SIGPIPE, as ``manage.py`` and a shell tool killed by the signal end): the output was cut, so
+no verdict is claimed."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 from acceptance_core.pdf import (
     ReportUnreadable,
@@ -87,43 +88,6 @@ def redecide_evidence(data: bytes, out: TextIO) -> int:
     return result.exit_code
 
 
-class PipeOut:
-    """``out`` that stops writing once its reader has gone (``| head -1``) instead of raising
-    BrokenPipeError: the check runs to its end and its exit status stands."""
-
-    def __init__(self, out: Any) -> None:
-        self._out = out
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                self._out.write(text)
-            except BrokenPipeError:
-                self._reader_gone()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                self._out.flush()
-            except BrokenPipeError:
-                self._reader_gone()
-
-    def _reader_gone(self) -> None:
-        self.gone = True
-        # Python flushes stdout once more at exit: point its descriptor at /dev/null so that
-        # last flush has nowhere to fail (no "Exception ignored … BrokenPipeError", status 120)
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), self._out.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
-
-
-def pipe_safe(out: Any) -> TextIO:
-    return cast(TextIO, PipeOut(out))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m acceptance_core")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -140,21 +104,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     # checked against the other party's roots); the verdict is printed here in one line instead
     logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
-    out = pipe_safe(sys.stdout)
     try:
-        data = Path(args.report).read_bytes()
-        roots = load_roots(args.trust)
-        customer_roots = load_roots(args.customer_trust)
+        status = _check(args.report, args.trust, args.customer_trust, sys.stdout)
+        sys.stdout.flush()  # a reader that went away is found here, not at the exit's flush
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # later writes: nowhere
+        return 141
+    return status
+
+
+def _check(report: str, trust: Sequence[str], customer_trust: Sequence[str], out: TextIO) -> int:
+    try:
+        data = Path(report).read_bytes()
+        roots = load_roots(trust)
+        customer_roots = load_roots(customer_trust)
     except OSError as e:
-        print(f"cannot check: cannot read {args.report}: {e.strerror or e}", file=out)
-        status = 2
+        print(f"cannot check: cannot read {report}: {e.strerror or e}", file=out)
+        return 2
     except ReportUnreadable as e:
         print(f"cannot check: {e}", file=out)
-        status = 2
-    else:
-        status = redecide_file(data, roots, out, customer_roots)
-    out.flush()
-    return status
+        return 2
+    return redecide_file(data, roots, out, customer_roots)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """Bad input to the auditor's verifier (``python -m acceptance_core redecide``) and to
 ``manage.py redecide``: a report that is empty, not a PDF, truncated, missing or a directory,
-a trust file that is not a certificate, and a reader that goes away (``| head -1``). Each is one
-line naming what was wrong, exit 2 (or, for the vanished reader, the check's own status), never
-a traceback."""
+a trust file that is not a certificate, a summary.json of the wrong shape, and a reader that
+goes away (``| head -1``). Each is one line naming what was wrong, exit 2 (for the vanished
+reader 141, as every manage.py command), never a traceback."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,29 +106,36 @@ def test_the_service_command_names_the_same_faults(files):
         2, [f"cannot check: cannot load trust root {files['text']}: not a PEM/DER certificate"])
 
 
-def _piped_into_nothing(*args: str) -> subprocess.CompletedProcess:
+def _piped_into_nothing(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The command with its reader gone before it writes (as ``| head -0``)."""
-    process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env)
     process.stdout.close()
     stderr = process.stderr.read()
     process.wait(timeout=120)
     return subprocess.CompletedProcess(args, process.returncode, b"", stderr)
 
 
-def test_a_reader_that_goes_away_is_no_traceback(files):
+def test_a_reader_that_goes_away_is_no_traceback(files, tmp_path):
     done = _piped_into_nothing(sys.executable, "-m", "acceptance_core", "redecide",
                                str(files["empty"]), "--trust", str(files["text"]))
-    assert (done.returncode, done.stderr) == (2, b"")
+    assert (done.returncode, done.stderr) == (141, b"")
+    env = {**os.environ, "ACCEPTANCE_VAR_DIR": str(tmp_path),
+           "DJANGO_SETTINGS_MODULE": "acceptance.settings"}
+    env.pop("DATABASE_URL", None)
+    done = _piped_into_nothing(sys.executable, "manage.py", "redecide", str(files["empty"]),
+                               env=env)
+    assert (done.returncode, done.stderr) == (141, b"")
 
 
 @pytest.mark.slow
-def test_a_whole_table_cut_short_keeps_the_checks_status(lab, tmp_path):
+def test_a_whole_table_cut_short_ends_141_without_a_traceback(lab, tmp_path):
     engagement, _ = lab("healthy")
     assert run_gate(engagement.name, "G1")[0] == 0
     report = str(report_of(engagement, "G1"))
     done = _piped_into_nothing(sys.executable, "-m", "acceptance_core", "redecide", report,
                                "--trust", ca_path())
-    assert (done.returncode, done.stderr) == (0, b"")
+    assert (done.returncode, done.stderr) == (141, b"")
     status, out = _managed(report)
     assert status == 0 and out.splitlines()[-1] == \
         "result: the evidence gives the recorded decision" and "\n\n" not in out, out

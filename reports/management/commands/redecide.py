@@ -6,7 +6,8 @@ Exit 0 everything matches, 1 a figure, verdict or decision differs (named), 2 th
 be checked — a countersignature no registered (or ``--customer-cert``) customer certificate can
 check included: the service trusts a countersignature only against the customer's own
 certificates, never the vendor's roots. Every refusal is one line ``cannot check: …`` (exit 2);
-output cut short by its reader (``| head -1``) ends without a traceback, its status kept."""
+output cut short by its reader (``| head -1``) ends as every ``manage.py`` command: status
+141, no traceback."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from acceptance_core.__main__ import pipe_safe, redecide_evidence
+from acceptance_core.__main__ import redecide_evidence
 from acceptance_core.pdf import structure_problem
 from reports.services import report_verify
 from reports.signing import SigningSetupError, trust_roots
@@ -54,15 +55,13 @@ class Command(BaseCommand):
         result = report_verify(data=data, roots=roots, customer_certificates=extra)
         if not result.valid:
             self._exit(2, f"cannot check: signature: {result.summary}")
-        out = pipe_safe(self.stdout)
+        self.stdout.write(f"signature: {result.summary}")
         self.stdout.ending = ""  # the table is printed line by line, each with its own newline
-        print(f"signature: {result.summary}", file=out)
-        status = redecide_evidence(data, out)
-        out.flush()
+        status = redecide_evidence(data, self.stdout)
+        self.stdout.flush()  # a closed pipe is found here (manage.py: 141), not at exit
         raise SystemExit(status)
 
     def _exit(self, status: int, line: str) -> None:
-        out = pipe_safe(self.stdout)
-        out.write(line + "\n")
-        out.flush()
+        self.stdout.write(line)
+        self.stdout.flush()
         raise SystemExit(status)
