@@ -15,8 +15,8 @@ Figures (one JSON line each, p95 of ``--requests`` requests through Django's tes
 * ``api_measurements_deep_page_gate_run_p95_1m``: 90 000 rows deep into the run of 100 000
   (``?gate_run=``).
 * ``api_measurements_deep_page_customer_p95_1m``: the deep page as the engagement's customer
-  (the list filtered through the engagement they may see; staff see every engagement, so their
-  query joins nothing up to it).
+  (the list limited to their runs' ids, read first; staff see every engagement, so their query
+  is the measurements alone).
 
 Each figure also as ``…_cpu_p95_…``: the process's own CPU per request, and ``…_db_p95_…``:
 the time spent waiting on the database (its server's CPU is there, not in the process's).
