@@ -275,12 +275,17 @@ _DOCS = r"(?:DOMAIN\.md|METRICS\.md|RUNBOOK)"
 _ASIDE = re.compile(r"\s*[(（][^)）]*" + _DOCS + r"[^)）]*[)）]|[;；]\s*" + _DOCS + r"[^;；]*")
 
 
+#: Tools whose names are written in small letters, also at the start of a sentence.
+_TOOLS = frozenset({"fio", "vllm", "nvme", "smartctl", "ethtool", "iperf3", "lmcache"})
+
+
 def source_words(text: str) -> str:
     """A criterion's source as a reader of the report sees it: internal document references
     left out, the rest as written ("DOMAIN.md G3; R2: −26 % … −32 %" → "R2: −26 % … −32 %")."""
     cleaned = _INTERNAL.sub("", _ASIDE.sub("", text)).strip(" ;:；：")
-    if cleaned[:1].islower() and not cleaned[1:2].isupper():  # "vLLM's …" keeps its small v
-        cleaned = cleaned[:1].upper() + cleaned[1:]
+    first = re.split(r"[\s:'’]", cleaned, maxsplit=1)[0]
+    if cleaned[:1].islower() and not cleaned[1:2].isupper() and first not in _TOOLS:
+        cleaned = cleaned[:1].upper() + cleaned[1:]  # "vLLM's …", "fio: …" keep their case
     return cleaned
 
 

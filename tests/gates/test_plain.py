@@ -165,6 +165,8 @@ def test_page_one_leads_with_comparisons_and_checks_not_met():
 @pytest.mark.parametrize("source, shown", [
     ("DOMAIN.md G1: BOM checklist ticked by the PM", "BOM checklist ticked by the PM"),
     ("RUNBOOK §3.2: a failed fio job cannot count", "A failed fio job cannot count"),
+    ("fio: a job that reads the array", "fio: a job that reads the array"),
+    ("vllm bench serve: its median TTFT", "vllm bench serve: its median TTFT"),
     ("DOMAIN.md G3; R2: −26 % … −32 %", "R2: −26 % … −32 %"),
     ("DOMAIN.md repeatability; R3: two rounds within 5 %", "R3: two rounds within 5 %"),
     ("issue 16: vLLM's TTFT counts successful requests only",
