@@ -84,9 +84,11 @@ def amount(value: float, unit: str) -> str:
 
 
 def percent(value: float, *, signed: bool = False, against: Sequence[float] = ()) -> str:
-    """``value`` (a ratio) in whole percent, with more decimals where the whole figure would
-    print equal to a bound of ``against`` that it is not on (24.6 % beside 25 %)."""
-    decimals = 0
+    """``value`` (a ratio) in whole percent, one decimal below 10 % where it is not whole
+    (a round deviation of 1.5 % printed as "2 %" beside the table's 1.5 %), and more decimals
+    where the figure would print equal to a bound of ``against`` that it is not on (24.6 %
+    beside 25 %)."""
+    decimals = 1 if abs(value) < 0.1 and round(value * 100) != round(value * 100, 1) else 0
     while decimals < 4 and any(
             round(value * 100, decimals) == round(b * 100, decimals)
             and abs(value - b) > 1e-9 * max(abs(value), abs(b), 1e-12) for b in against):
