@@ -401,7 +401,13 @@ class SSHConnection:
                         f"{self.target.name}: command still running after {timeout:g} s"
                     )
                 self._keepalive_check(transport, heard)
-                select.select([channel], [], [], min(remaining, 1.0))
+                if channel.eof_received:
+                    # Both streams are closed, so the channel's pipe reads as ready for good
+                    # (a select would return at once, a loop spinning on the CPU): wait for the
+                    # exit status itself.
+                    channel.status_event.wait(min(remaining, 1.0))
+                else:
+                    select.select([channel], [], [], min(remaining, 1.0))
             exit_code = channel.recv_exit_status()
             if exit_code == -1 and self._session_died(transport):
                 raise Unreachable(f"{self.target.name}: the SSH session was lost during the "

@@ -226,3 +226,18 @@ def test_it_refuses_more_than_three_jump_hosts_before_connecting():
     with pytest.raises(Unreachable, match="more than 3 jump hosts") as refused:
         SSHConnection(hop).__enter__()
     assert not refused.value.transient
+
+
+def test_waiting_for_an_exit_status_after_the_output_closed_costs_no_cpu(sshd):
+    """A command that closes stdout and stderr and then works on: the channel's pipe reads as
+    ready for good after the EOF, so waiting for the exit status must not poll it (issue 17:
+    a spinning wait cost the worker milliseconds of CPU per probe)."""
+    node = sshd("node")
+    with SSHConnection(target_of(node, "node-1")) as connection:
+        connection.run("true", timeout=20)  # the session set up first
+        cpu, wall = time.thread_time(), time.monotonic()
+        result = connection.run("echo out; exec >&- 2>&-; sleep 0.6; exit 4", timeout=20)
+        cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+    assert (result.exit_code, result.stdout) == (4, b"out\n")
+    assert wall >= 0.6
+    assert cpu < 0.1, f"{cpu * 1000:.0f} ms of CPU waiting {wall * 1000:.0f} ms for the status"
