@@ -32,6 +32,7 @@ from _own import figure, own  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dump", type=Path, help="write the profile's pstats to this file")
     parser.add_argument("--steps", type=int, default=20, help="G2 plans repeated (3 probes each)")
     parser.add_argument("--top", type=int, default=30,
                         help="functions listed; 0: no profile (CPU figures without its cost)")
@@ -122,6 +123,8 @@ def measure(args, cheap_dir: Path) -> None:
     print(figure("node_job_wall_per_probe", seen["wall"] * 1000 / probes, "ms", None, 2))
     print(f"# SQL statements per probe: {sum(statements.values()) / probes:.2f} "
           f"({dict(statements)} over {probes} probes)", file=sys.stderr)
+    if args.dump and args.top:
+        seen["profile"].dump_stats(args.dump)
     for key in ("tottime", "cumulative") if args.top else ():
         text = io.StringIO()
         pstats.Stats(seen["profile"], stream=text).sort_stats(key).print_stats(args.top)

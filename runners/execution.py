@@ -126,7 +126,7 @@ def _save(ctx: _JobContext, run: ProbeRun, fields: list[str], rows: list[Measure
     def save() -> None:
         with held(ctx.job):
             run.save(update_fields=fields)
-            intake.measurements_insert(run, rows)
+            intake.measurements_write(run, rows)
 
     db_retry(save, what=f"probe run {run.id}")
 

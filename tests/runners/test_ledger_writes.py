@@ -81,3 +81,44 @@ def test_the_heartbeat_writes_again_after_its_interval(db, monkeypatch):
     clock[0] += 2
     live.heartbeat(job)
     assert NodeJob.objects.get(id=job.id).heartbeat_at > old
+
+
+def test_the_executors_measurements_write_stores_what_the_orm_insert_stores(db):
+    """``measurements_write`` (the executor's plain multi-row insert) stores the same rows as
+    ``measurements_insert``: the run's gate run, node and arm, its labels merged over the
+    parser's, unit and value, in more than one statement when there are many rows."""
+    from django.utils import timezone
+
+    from runners import intake
+    from runners.models import Measurement, ProbeRun
+    from tests.runners.test_barrier import g3_run, g3_site
+
+    run = g3_run(g3_site(1))
+    node = run.node_jobs.get().node
+
+    def probe_run(arm: str) -> ProbeRun:
+        return ProbeRun.objects.create(
+            gate_run=run, node=node, probe="fio_seqread", parser="fio_json", parser_version="1",
+            command="fio", labels={"phase": "read", "device": "run's"}, arm=arm,
+            started_at=timezone.now())
+
+    def rows() -> list[Measurement]:
+        return [Measurement(metric=f"bw_{k}", value=k * 1.5, unit="B/s",
+                            labels={"device": f"/dev/nvme{k}n1", "job": "seq"})
+                for k in range(intake._WRITE_BATCH + 3)]
+
+    def stored(of: ProbeRun) -> list[tuple]:
+        return list(Measurement.objects.filter(probe_run=of).order_by("id").values_list(
+            "gate_run_id", "node_id", "metric", "value", "unit", "labels", "arm", "sampled_at",
+            "derived"))
+
+    by_orm, written = probe_run("gpu_kv"), probe_run("gpu_kv")
+    intake.measurements_insert(by_orm, rows())
+    with CaptureQueriesContext(connection) as queries:
+        assert intake.measurements_write(written, rows()) == intake._WRITE_BATCH + 3
+    assert len(queries.captured_queries) == 2  # 500 rows a statement
+    assert stored(written) == stored(by_orm)
+    first = stored(written)[0]
+    assert first[:7] == (run.id, node.id, "bw_0", 0.0, "B/s",
+                         {"device": "run's", "job": "seq", "phase": "read"}, "gpu_kv")
+    assert intake.measurements_write(written, []) == 0
