@@ -122,3 +122,54 @@ def test_the_executors_measurements_write_stores_what_the_orm_insert_stores(db):
     assert first[:7] == (run.id, node.id, "bw_0", 0.0, "B/s",
                          {"device": "run's", "job": "seq", "phase": "read"}, "gpu_kv")
     assert intake.measurements_write(written, []) == 0
+
+
+def test_the_executors_probe_run_writes_store_what_save_stores(db):
+    """``runners.ledger``'s plain insert and update store every column as the ORM's
+    ``save()`` does (JSON, bytes, datetimes, nulls), and an update of a row that is gone says
+    so."""
+    from datetime import UTC, datetime
+
+    from django.db import DatabaseError
+
+    from runners import ledger
+    from runners.models import ProbeRun
+    from tests.runners.test_barrier import g3_run, g3_site
+
+    run = g3_run(g3_site(1))
+    node = run.node_jobs.get().node
+
+    def made() -> ProbeRun:
+        return ProbeRun(gate_run=run, node=node, probe="fio_seqread", parser="fio_json",
+                        parser_version="3", command="fio --name=x", parameters={"bs": "128k"},
+                        labels={"phase": "read"}, arm="gpu_kv", remote_token="pr-1-ab",
+                        started_at=datetime(2026, 12, 4, 15, 0, 1, 250000, tzinfo=UTC))
+
+    by_orm, written = made(), made()
+    by_orm.save()
+    ledger.probe_run_insert(written)
+    assert written.pk is not None and written.pk != by_orm.pk
+
+    def stored(of: ProbeRun) -> dict:
+        row = ProbeRun.objects.filter(pk=of.pk).values().get()
+        row.pop("id")
+        return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
+
+    assert stored(written) == stored(by_orm)
+    fields = ["exit_code", "finished_at", "state", "error", "tool_version", "progress",
+              "stdout", "stdout_sha256", "stdout_size", "simulated", "labels"]
+    for one in (by_orm, written):
+        one.exit_code, one.state, one.error = 3, ProbeRun.State.FAILED, "exited with status 3"
+        one.finished_at = datetime(2026, 12, 4, 15, 0, 2, tzinfo=UTC)
+        one.tool_version, one.progress, one.stdout = "fio-3.33", 42.5, b"\x00raw"
+        one.stdout_sha256, one.stdout_size, one.simulated = "ab" * 32, 4, True
+        one.labels = {"phase": "read", "service_sent": "1.5"}
+    by_orm.save(update_fields=fields)
+    ledger.probe_run_update(written, fields)
+    assert stored(written) == stored(by_orm)
+    assert stored(written)["stdout"] == b"\x00raw" and stored(written)["exit_code"] == 3
+    ProbeRun.objects.filter(pk=written.pk).delete()
+    with pytest.raises(DatabaseError, match="no row to update"):
+        ledger.probe_run_update(written, ["state"])
+    with pytest.raises(ValueError, match="already stored"):
+        ledger.probe_run_insert(by_orm)
