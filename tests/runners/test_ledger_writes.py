@@ -173,3 +173,39 @@ def test_the_executors_probe_run_writes_store_what_save_stores(db):
         ledger.probe_run_update(written, ["state"])
     with pytest.raises(ValueError, match="already stored"):
         ledger.probe_run_insert(by_orm)
+
+
+def test_a_live_flush_waits_for_output_and_writes_only_what_is_new(db, monkeypatch):
+    """The flush clock starts with the first output: a command whose channel took longer than
+    FLUSH_SECONDS to open but answered at once writes no live flush (issue 17); a tick with
+    nothing new writes no size update; output arriving FLUSH_SECONDS after the first does."""
+    from django.utils import timezone
+
+    from runners.models import ProbeRun
+    from tests.runners.test_barrier import g3_run, g3_site
+
+    run = g3_run(g3_site(1))
+    job = run.node_jobs.get()
+    probe_run = ProbeRun.objects.create(gate_run=run, node=job.node, probe="fio_seqread",
+                                        parser="fio_json", parser_version="1", command="fio",
+                                        started_at=timezone.now())
+    clock = [100.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    live.heartbeat(job)  # the job's heartbeat is fresh: the ticks below owe none
+    recorder = live.OutputRecorder(probe_run, job)
+
+    def size_writes(step) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            step()
+        return sum(1 for q in queries.captured_queries
+                   if q["sql"].startswith('UPDATE "runners_proberun"'))
+
+    clock[0] += live.FLUSH_SECONDS + 0.3  # a slow channel open, nothing heard yet
+    assert size_writes(recorder.on_tick) == 0
+    assert size_writes(lambda: recorder.on_output("stdout", b"first\n")) == 0
+    clock[0] += live.FLUSH_SECONDS + 0.1
+    assert size_writes(lambda: recorder.on_output("stdout", b"second\n")) == 1
+    assert ProbeRun.objects.get(id=probe_run.id).stdout_size == len(b"first\nsecond\n")
+    clock[0] += live.FLUSH_SECONDS + 0.1
+    assert size_writes(recorder.on_tick) == 0  # nothing new since
+    recorder.discard()
