@@ -99,7 +99,7 @@ def percent(value: float, *, signed: bool = False, against: Sequence[float] = ()
 
 def requirement_words(snapshot: Mapping[str, Any], *, sign: int = 0) -> str:
     """The requirement as a sentence says it: "at least −25 %", "+29 % … +40 %",
-    "within ±10 % of 17.3 s", "none" (a count that must be 0). ``sign``: a ratio said as a
+    "within ±10 % of 17.3 s", "0 (none allowed)" (a count). ``sign``: a ratio said as a
     signed change (−1 for a reduction)."""
     operator, unit = snapshot.get("operator"), snapshot.get("unit", "")
     low, high = snapshot.get("threshold"), snapshot.get("threshold_high")
@@ -123,7 +123,8 @@ def requirement_words(snapshot: Mapping[str, Any], *, sign: int = 0) -> str:
         if operator == ">=":
             return _("at least %(bound)s") % {"bound": bound(low)}
         if low == 0 and unit == "1":
-            return _("none")  # a count that must be zero: "at most 0" reads as a typo
+            # a count that must be zero: "at most 0" reads as a typo, "none" as no requirement
+            return _("0 (none allowed)")
         return _("at most %(bound)s") % {"bound": bound(low)}
     return str(snapshot.get("requirement", ""))
 

@@ -40,3 +40,21 @@ def test_who_may_see_and_edit(client, engagement_a, engagement_b, customer_b, en
     assert client.get(URL).status_code == 200
     assert client.post(URL, PARAMS).status_code == 403
     assert not AuditEntry.objects.filter(action="business parameters changed").exists()
+
+
+def test_a_post_that_leaves_fields_out_keeps_their_stored_values(client, engagement_a, pm):
+    g3_decide(engagement_a)
+    client.force_login(pm)
+    assert client.post(URL, PARAMS).status_code == 302
+    assert client.post(URL, {"nodes": "30"}).status_code == 302
+    row = engagement_a.business_parameters
+    row.refresh_from_db()
+    assert (row.nodes, row.gpus_per_node, row.tokens_per_day, row.currency, row.array_price) \
+        == (30, 8, 100e6, "CNY", 371_200)
+    refused = client.post(URL, {"arrays": "many"})
+    assert refused.status_code == 400
+    assert "arrays: &#x27;many&#x27; is not a number (arrays)" in refused.content.decode()
+    # a field the form did not send is shown with its stored value, not emptied
+    assert 'value="30"' in refused.content.decode()
+    row.refresh_from_db()
+    assert row.arrays == 2
