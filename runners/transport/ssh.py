@@ -229,6 +229,12 @@ def _hop_connect(hop: _Hop, sock: paramiko.Channel | None) -> paramiko.SSHClient
     transport = client.get_transport()
     if transport is not None and t.keepalive_s > 0:
         transport.set_keepalive(max(1, round(t.keepalive_s)))
+    if transport is not None:
+        # paramiko's thread wakes on its socket's timeout (0.1 s) to look for its own shutdown
+        # and keepalives: about 40 µs of CPU a wake-up, 25 ms a second for 64 open sessions
+        # (issue 17). Set up, the session's thread wakes every IDLE_POLL_S; data wakes it at
+        # once, and a closed transport's thread ends within that.
+        transport.sock.settimeout(IDLE_POLL_S)
     return client
 
 
@@ -256,6 +262,9 @@ def _chain_connect(hops: list[_Hop]) -> list[paramiko.SSHClient]:
             client.close()
         raise
     return clients
+
+
+IDLE_POLL_S = 1.0  # seconds between the wake-ups of an idle session's transport thread
 
 
 def backoff_delay(retry: int) -> float:
