@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from acceptance.logging import log_context_add
 from acceptance.models import Node
-from runners import intake
+from runners import intake, ledger
 from runners.barrier import BarrierBroken, barrier_wait
 from runners.control import kill_fresh
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
@@ -125,8 +125,8 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
 def _save(ctx: _JobContext, run: ProbeRun, fields: list[str], rows: list[Measurement]) -> None:
     def save() -> None:
         with held(ctx.job):
-            run.save(update_fields=fields)
-            intake.measurements_insert(run, rows)
+            ledger.probe_run_update(run, fields)
+            intake.measurements_write(run, rows)
 
     db_retry(save, what=f"probe run {run.id}")
 
@@ -190,7 +190,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     with held(job) as cancelled:  # a probe starts only on a job still this worker's
         if cancelled and cancellable:  # rolled back: no run row, nothing sent to the node
             raise CommandCancelled("cancelled before the next probe")
-        run.save()
+        ledger.probe_run_insert(run)
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
     recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15
