@@ -13,8 +13,8 @@ the target, ``ratio`` = value ÷ target; medians of ``--runs`` where a figure re
 * ``soak_evaluation`` (s): ``soak_decide`` — every span figure derived and stored with its
   input links, every criterion judged, the decision recorded (target 10 s);
 * ``soak_report`` (s) and ``soak_report_peak_rss`` (MiB): the signed G4 report, issued in a
-  child process whose peak RSS is read from ``getrusage`` (targets 60 s, 1024 MiB). Skipped
-  with ``--no-report``.
+  fresh process whose own peak RSS (``VmHWM``, Django and WeasyPrint loaded as in a worker)
+  is read at its end (targets 60 s, 1024 MiB). Skipped with ``--no-report``.
 
 The soak is built as its collection leaves it (``runners.lab.soak_scale``): per node the
 ``--golden`` round and, per window, one collected range of ``windows.jsonl`` and one of
@@ -32,8 +32,8 @@ Run: ``.venv/bin/python benchmarks/soak_site.py [--nodes 128] [--hours 72] [--ru
 import argparse
 import gc
 import os
-import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -157,34 +157,41 @@ def measure(args) -> None:
     report_in_child(decision.id)
 
 
+#: The report's own process: Django set up as a worker is, then the report issued; its peak
+#: RSS is the process's own high-water mark (VmHWM: a forked child would count the pages it
+#: shares with this process, which holds the seeding's memory).
+REPORT_CHILD = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import django
+django.setup()
+from benchmarks._own import figure
+from gates.models import Decision
+from reports.services import report_issue
+start = time.perf_counter()
+report = report_issue(decision=Decision.objects.get(id=int(sys.argv[2])))
+seconds = time.perf_counter() - start
+print(f"# report {Path(report.path).stat().st_size} bytes", file=sys.stderr)
+with open("/proc/self/status") as status:
+    peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(figure("soak_report", seconds, "s", 60.0, 2))
+print(figure("soak_report_peak_rss", peak / 1024, "MiB", 1024.0, 0))
+"""
+
+
 def report_in_child(decision_id: int) -> None:
-    """Issue the signed report in a forked child; its seconds and peak RSS (getrusage)."""
+    """Issue the signed report in a fresh process (``REPORT_CHILD``): its seconds and its own
+    peak RSS."""
     from django.db import connections
 
     connections.close_all()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child: a fresh peak RSS, measured from here
-        code = 1
-        try:
-            from gates.models import Decision
-            from reports.services import report_issue
-
-            start = time.perf_counter()
-            report = report_issue(decision=Decision.objects.get(id=decision_id))
-            seconds = time.perf_counter() - start
-            size = Path(report.path).stat().st_size
-            print(f"# report {size} bytes", file=sys.stderr)
-            print(figure("soak_report", seconds, "s", 60.0, 2), flush=True)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(figure("soak_report_peak_rss", peak, "MiB", 1024.0, 0))
-    if status != 0:
-        print(f"# the report child exited with {status}", file=sys.stderr)
+    done = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(ROOT), str(decision_id)],
+                          check=False, timeout=1800)
+    if done.returncode != 0:
+        print(f"# the report process exited with {done.returncode}", file=sys.stderr)
 
 
 if __name__ == "__main__":
