@@ -73,9 +73,13 @@ def derive_array_drives(samples: list[Sample],
         model = plan.drive_model or max(sorted(set(models)), key=models.count, default="")
         ours = {serial: s for serial, s in present.items() if s.labels.get("model") == model}
         others = [s for s in present.values() if s.labels.get("model") != model]
-        detail = (f"array {plan.array}: {len(ours)} drive(s) of model {model!r} counted, "
-                  f"{plan.expected} expected"
-                  + ("" if plan.drive_model else " (model taken from most drives)"))
+        if model:
+            detail = (f"array {plan.array}: {len(ours)} drive(s) of model {model!r} counted, "
+                      f"{plan.expected} expected"
+                      + ("" if plan.drive_model else " (model taken from most drives)"))
+        else:  # no drive model on the array and no drive on its controller to take one from
+            detail = (f"array {plan.array}: no drive seen on its controller, {plan.expected} "
+                      f"expected (the array names no drive model)")
         if others:
             detail += "; not counted: " + _listed(
                 [f"{s.labels.get('model', '?')!r} {s.labels.get('serial', '')} "

@@ -173,7 +173,8 @@ def evaluate_criterion(spec: CriterionSpec, samples: list[Sample]) -> Verdict:
     """Judge one criterion on all the samples of a gate run (it selects its own)."""
     _check(spec)
     chosen = select(spec, samples)
-    wanted = f"{spec.metric}" + (f" {spec.label_filter}" if spec.label_filter else "")
+    wanted = spec.metric + (" (" + ", ".join(f"{k}={v}" for k, v in sorted(
+        spec.label_filter.items())) + ")" if spec.label_filter else "")
     if len(chosen) < spec.min_samples:
         return Verdict(spec.key, "insufficient", None,
                        f"no measurement of {wanted} (needs {spec.min_samples})",

@@ -33,7 +33,11 @@ COMPARED: dict[str, tuple[str, int]] = {"ttft_reduction": ("ttft_p50", -1),
 #: Figures said by name (the rest by their criterion's description).
 FIGURE_NAMES = {"ttft_p50": gettext_noop("TTFT p50"),
                 "output_throughput": gettext_noop("Output throughput"),
-                "ttft_p99": gettext_noop("TTFT p99")}
+                "ttft_p99": gettext_noop("TTFT p99"),
+                "bom_open_items": gettext_noop("Bill-of-materials items not yet delivered "
+                                               "and ticked"),
+                "self_test_failures": gettext_noop("Drives whose self-test did not complete "
+                                                   "and pass")}
 #: How an arm of the G3 comparison reads after its figure.
 ARM_WORDS = {"array": gettext_noop("with the array"), "local": gettext_noop("on local NVMe"),
              "recompute": gettext_noop("with recompute (no KV tier)")}
@@ -95,8 +99,8 @@ def percent(value: float, *, signed: bool = False, against: Sequence[float] = ()
 
 def requirement_words(snapshot: Mapping[str, Any], *, sign: int = 0) -> str:
     """The requirement as a sentence says it: "at least −25 %", "+29 % … +40 %",
-    "within ±10 % of 17.3 s", "at most 0". ``sign``: a ratio said as a signed change (−1 for a
-    reduction)."""
+    "within ±10 % of 17.3 s", "0 (none allowed)" (a count). ``sign``: a ratio said as a
+    signed change (−1 for a reduction)."""
     operator, unit = snapshot.get("operator"), snapshot.get("unit", "")
     low, high = snapshot.get("threshold"), snapshot.get("threshold_high")
 
@@ -118,6 +122,9 @@ def requirement_words(snapshot: Mapping[str, Any], *, sign: int = 0) -> str:
         # (the issue's words: the array's TTFT is at least 25 % below local NVMe's)
         if operator == ">=":
             return _("at least %(bound)s") % {"bound": bound(low)}
+        if low == 0 and unit == "1":
+            # a count that must be zero: "at most 0" reads as a typo, "none" as no requirement
+            return _("0 (none allowed)")
         return _("at most %(bound)s") % {"bound": bound(low)}
     return str(snapshot.get("requirement", ""))
 
@@ -236,8 +243,9 @@ def plain_sentence(*, snapshot: Mapping[str, Any], description: str, measured: f
     bounds = [b for b in (snapshot.get("threshold"), snapshot.get("threshold_high"))
               if b is not None]
     shown = percent(measured, against=bounds) if unit == "ratio" else amount(measured, unit)
+    name = FIGURE_NAMES.get(str(snapshot.get("metric", "")))
     return _("%(what)s: %(measured)s; required: %(required)s") % {
-        "what": description, "measured": shown,
+        "what": _(name) if name else description, "measured": shown,
         "required": requirement_words(snapshot)}
 
 

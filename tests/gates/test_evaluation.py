@@ -2,7 +2,7 @@
 
 import pytest
 
-from gates.derivations import derive_line_efficiency
+from gates.derivations import ArrayDrives, derive_array_drives, derive_line_efficiency
 from gates.evaluation import (
     CriterionError,
     CriterionSpec,
@@ -56,6 +56,8 @@ def test_it_computes_the_deviation_from_the_reference_for_within():
     # The label filter keeps other concurrencies out: none left means no evidence.
     none = evaluate_criterion(spec, [sample(1, "ttft_p50", 17.5, "s", concurrency="8")])
     assert none.verdict == "insufficient" and none.absent
+    # the filter in words a reader knows, not a Python dict
+    assert none.explanation == "no measurement of ttft_p50 (concurrency=16) (needs 1)"
 
 
 def test_it_gives_review_above_a_between_range_when_the_criterion_says_so():
@@ -116,3 +118,10 @@ def test_it_derives_line_efficiency_per_node_from_bandwidth_and_link_speed():
     assert derived[0].labels == {
         "job": "seqread", "interface": "ens1f0", "link": "node NIC",
         "detail": "fio read 11.00 GB/s on a ÷ the node's NIC ens1f0 at 100000 Mb/s (12.50 GB/s)"}
+
+
+def test_a_controller_without_drives_says_so_not_model_quote_quote():
+    derived = derive_array_drives([], {"ctl-1": ArrayDrives("fx100-a", "", 24)})
+    assert [(d.metric, d.value) for d in derived] == [("drive_count", 0.0)]
+    assert derived[0].labels["detail"] == ("array fx100-a: no drive seen on its controller, 24 "
+                                           "expected (the array names no drive model)")

@@ -123,6 +123,24 @@ def test_a_count_says_the_description_and_the_bound():
     assert nothing == "All drives: not measured; required: at least 24"
 
 
+def test_a_count_that_must_be_zero_names_what_is_counted():
+    # G1's BOM criterion: its description ("Every … item delivered and ticked") beside "0" read
+    # as if no item was delivered; the figure's own name says what the 0 counts
+    text = plain_sentence(snapshot=CRITERIA["bom-complete"], description="Every item ticked",
+                          measured=0, unit="1")
+    assert text == ("Bill-of-materials items not yet delivered and ticked: 0; required: 0 (none "
+                    "allowed)")
+    two = plain_sentence(snapshot=CRITERIA["self-test"], description="…", measured=2, unit="1")
+    assert two == "Drives whose self-test did not complete and pass: 2; required: 0 (none allowed)"
+    with translation.override("zh-hans"):
+        chinese = plain_sentence(snapshot=CRITERIA["bom-complete"], description="…",
+                                 measured=1, unit="1")
+    assert chinese == "尚未交付并勾选的物料清单项：1；要求：0（一个也不允许）"
+    absent = plain_sentence(snapshot=CRITERIA["self-test"], description="Every drive passed",
+                            measured=None, unit="1")
+    assert absent == "Every drive passed: not measured; required: 0 (none allowed)"
+
+
 def test_the_sentence_reads_in_simplified_chinese():
     inputs = _arms("output_throughput", "tok/s", [(53.6, 74.9)])
     gain = 74.9 / 53.6 - 1

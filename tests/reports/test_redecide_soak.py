@@ -70,15 +70,27 @@ def test_a_span_figure_its_raw_outputs_do_not_give_is_named(transactional_db, tm
     soak = Soak.objects.get(gate_run=decision.gate_run)
     node = soak.agents.get().node.name  # the inference node under load
 
+    summary, _ = embedded(data)
+    rates = [m for m in summary["gates"][0]["redecide"]["derived"]
+             if m["metric"] == "request_error_rate"]
+    # the drive-out window's span; on a loaded machine the fault window can be missed (G4
+    # then stops on the missed fault): the forgery is then on the steady span instead
+    span = next((m for m in rates if m["labels"].get("fault") == "drive-out"
+                 and m["labels"].get("phase") == "during"), None)
+    chosen = span or next(m for m in rates if m["labels"].get("phase") == "steady")
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(chosen["labels"].items()))
+
     def no_errors_during_the_drive_fault(summary, files):
         basis = summary["gates"][0]["redecide"]
-        during = next(m for m in basis["derived"] if m["metric"] == "request_error_rate"
-                      and m["labels"].get("fault") == "drive-out"
-                      and m["labels"].get("phase") == "during")
-        assert (during["node"], during["value"] > 0.2) == (node, True)
-        during["value"] = 0.0  # the span a passing G4 would need
+        forged_span = next(m for m in basis["derived"] if m["metric"] == "request_error_rate"
+                           and m["labels"] == chosen["labels"] and m["node"] == chosen["node"])
+        if span is not None:
+            assert (forged_span["node"], forged_span["value"] > 0.2) == (node, True)
+            forged_span["value"] = 0.0  # the span a passing G4 would need
+        else:
+            forged_span["value"] = 0.5  # a figure its raw outputs do not give
         for criterion in basis["criteria"]:
-            if criterion["key"] == "error-rate":
+            if criterion["key"] == "error-rate" and span is not None:
                 criterion["recorded"] = {"measured": 0.0, "verdict": "pass"}
         basis["outcome"] = "passed"
 
@@ -86,10 +98,12 @@ def test_a_span_figure_its_raw_outputs_do_not_give_is_named(transactional_db, tm
     path.write_bytes(forged(data, no_errors_during_the_drive_fault))
     code, out = offline(path)
     assert code == 1, out
-    assert (f"DIFFERS: G4 derived: request_error_rate on {node} (fault=drive-out, "
-            f"phase=during, scope=fault): the report says 0 ratio, the evidence gives ") in out
-    assert "DIFFERS: G4 error-rate (request_error_rate): recorded 0 pass, the evidence gives" \
-        in out
+    said = "0" if span is not None else "0.5"
+    assert (f"DIFFERS: G4 derived: request_error_rate on {chosen['node']} ({labels}): "
+            f"the report says {said} ratio, the evidence gives ") in out
+    if span is not None:
+        assert ("DIFFERS: G4 error-rate (request_error_rate): recorded 0 pass, the evidence "
+                "gives") in out
     assert "DIFFERS: G4 decision: recorded passed, the evidence gives stopped" in out
     assert managed(path)[0] == 1
 

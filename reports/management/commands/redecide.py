@@ -27,7 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--trust", action="append", dest="trust", metavar="ROOT.pem",
                             help="vendor trust root (repeatable); default: REPORT_TRUST_ROOTS "
                                  "or the dev CA")
-        parser.add_argument("--customer-cert", action="append", dest="customer_certs",
+        # --customer-trust as in ``python -m acceptance_core redecide``; --customer-cert kept
+        parser.add_argument("--customer-trust", "--customer-cert", action="append",
+                            dest="customer_certs",
                             metavar="PEM", default=[],
                             help="also accept this customer signing certificate, for the "
                                  "customer's countersignature only (repeatable)")
