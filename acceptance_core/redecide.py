@@ -29,6 +29,9 @@ BASIS_SCHEMA = "acceptance-redecide/1"
 _SPEC_FIELDS = ("key", "metric", "label_filter", "aggregation", "operator", "threshold",
                 "threshold_high", "reference_value", "tolerance", "above_range_verdict", "unit",
                 "min_samples", "blocking")
+# What a summary.json of the wrong shape raises in the code that reads it (an object where a
+# list is expected, a number where an object is): each is "summary.json is not well formed"
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError)
 # Figures computed after the verdicts (baseline_deviation) are not re-derived (outside G4).
 _AFTER_VERDICTS = frozenset({"baseline_deviation"})
 
@@ -186,7 +189,7 @@ def _reference_profile(gate: str, basis: dict[str, Any], result: Redecision) -> 
 
 
 def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) -> None:
-    gate, basis = entry.get("gate", "?"), entry.get("redecide")
+    gate, basis = str(entry.get("gate", "?")), entry.get("redecide")
     if not isinstance(basis, dict):
         raise CannotCheck(f"{gate}: the report carries no criteria snapshot or derivation "
                           f"inputs (issued before summary schema {SCHEMA_VERSION})")
@@ -220,7 +223,7 @@ def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) 
         verdicts.append(verdict)
         blocking[spec.key] = spec.blocking
         recorded = criterion.get("recorded") or {}
-        row = CriterionRow(gate, spec.key, spec.metric, criterion.get("requirement", ""),
+        row = CriterionRow(gate, spec.key, spec.metric, str(criterion.get("requirement", "")),
                            recorded.get("measured"), str(recorded.get("verdict", "")),
                            verdict.measured, verdict.verdict)
         result.rows.append(row)
@@ -251,12 +254,19 @@ def redecide(summary: dict[str, Any], files: dict[str, bytes]) -> Redecision:
     if not isinstance(gates, list) or not gates:
         raise CannotCheck("summary.json lists no gate")
     result = Redecision()
-    outputs = verified_outputs(summary, files, result)
+    try:
+        outputs = verified_outputs(summary, files, result)
+    except _MALFORMED as e:
+        raise CannotCheck(f"summary.json is not well formed: its runs: {type(e).__name__}: "
+                          f"{e}") from e
     for entry in gates:
+        gate = entry.get("gate", "?") if isinstance(entry, dict) else "?"
         try:
+            if not isinstance(entry, dict):
+                raise TypeError(f"a gate entry is {type(entry).__name__}, not an object")
             _gate(entry, outputs, result)
-        except (KeyError, TypeError, ValueError) as e:
-            raise CannotCheck(f"{entry.get('gate', '?')}: summary.json is not well formed: "
+        except _MALFORMED as e:
+            raise CannotCheck(f"{gate}: summary.json is not well formed: "
                               f"{type(e).__name__}: {e}") from e
     return result
 

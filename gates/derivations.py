@@ -68,6 +68,9 @@ def derive_array_drives(samples: list[Sample],
     derived: list[DerivedSample] = []
     for node, plan in sorted(plans.items()):
         mine = [s for s in samples if s.node == node]
+        if not any(s.metric in ("drive_present", "namespace_count") or (
+                s.metric == "drive_count" and s.labels.get("scope") != "array") for s in mine):
+            continue  # no drive inventory of this controller in the run (G2–G4): nothing counted
         present = {s.labels.get("serial", ""): s for s in mine if s.metric == "drive_present"}
         models = [s.labels.get("model", "") for s in present.values()]
         model = plan.drive_model or max(sorted(set(models)), key=models.count, default="")

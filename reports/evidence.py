@@ -120,6 +120,14 @@ def _embedded_streams(data: bytes) -> Iterator[tuple[str, object]]:
 _READ_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, zlib.error)
 
 
+def _read_error_words(error: Exception) -> str:
+    """What a reader of the verify page understands: zlib's "Error -3 while decompressing
+    data: incorrect data check" is a damaged embedded file."""
+    if isinstance(error, zlib.error):
+        return "an embedded file is damaged (its compressed data does not inflate)"
+    return str(error)
+
+
 def embedded_digests(data: bytes) -> dict[str, tuple[str, int]]:
     """sha256 and size of each embedded file by name, hashed as it is inflated (never one
     file whole in memory: a 256 MiB raw output is checked in 1 MiB blocks). A name given twice
@@ -138,7 +146,7 @@ def embedded_digests(data: bytes) -> dict[str, tuple[str, int]]:
             found[name] = entry
         return found
     except _READ_ERRORS as e:
-        raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
+        raise ValueError(f"cannot read the PDF's embedded files: {_read_error_words(e)}") from e
 
 
 def _digests_and_summary(data: bytes
@@ -163,7 +171,7 @@ def _digests_and_summary(data: bytes
                 summary = kept  # the newest revision's, as embedded_files keeps
         return found, summary
     except _READ_ERRORS as e:
-        raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
+        raise ValueError(f"cannot read the PDF's embedded files: {_read_error_words(e)}") from e
 
 
 def embedded_files(data: bytes, only: set[str] | None = None) -> dict[str, bytes]:
@@ -181,7 +189,7 @@ def embedded_files(data: bytes, only: set[str] | None = None) -> dict[str, bytes
             found[name] = content
         return found
     except _READ_ERRORS as e:
-        raise ValueError(f"cannot read the PDF's embedded files: {e}") from e
+        raise ValueError(f"cannot read the PDF's embedded files: {_read_error_words(e)}") from e
 
 
 def embedded_output(paths, sha256: str) -> bytes | None:

@@ -31,7 +31,7 @@ from runners.lease import LeaseLost, db_retry, first_line, held, job_claim, leas
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS
-from runners.plans import node_steps
+from runners.plans import PlanError, node_steps
 from runners.probes import Probe, ProbeParameterError, kill_command, probe
 from runners.probes.base import NODE_ROOT, scratch_command
 from runners.transport import (
@@ -304,9 +304,11 @@ def node_job_execute(*, node_job_id: int) -> None:
     log_context_add(engagement=gate_run.gate.engagement.name, gate_run=gate_run.id,
                     node=job.node.name)
     logger.info("node job %s started", job.id)
-    steps = node_steps(gate_run.gate, job.node)
     pending: dict[tuple, tuple] = {}  # undo steps owed: (probe, parameters) -> (spec, values)
     try:
+        # a plan changed after its launch was checked: the job fails naming the step, never a
+        # worker's traceback left to be declared lost
+        steps = node_steps(gate_run.gate, job.node)
         with SSHConnection(job.node.ssh_target()) as connection:
             lease_renew(job, state=NodeJob.State.RUNNING)
             ctx = _JobContext(job, connection, {})
@@ -355,6 +357,9 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "scratch", str(error)
     except BarrierBroken as error:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "barrier", str(error)
+    except PlanError as error:
+        job.state, job.error_kind = NodeJob.State.FAILED, "plan"
+        job.error = f"the gate's probe plan: {error}"
     except TransportError as error:
         state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
         job.state, job.error_kind, job.error = state, error.kind, str(error)
