@@ -1,7 +1,9 @@
 """Deciding a gate again from what a signed report carries: pure, no PDF, no database.
 
 ``redecide(summary, files)`` takes the report's ``summary.json`` (parsed) and its embedded files
-by name. It checks every run's attachment against its sha256, re-parses every raw output with
+by name. It checks every run's attachment (or its ``range`` of one, [start, length] in bytes:
+a soak's collected ranges of one node's file share one attachment) against its sha256,
+re-parses every raw output with
 the parser the report names (``runners.parsers``), re-derives the figures
 (``gates.derivations``; G4's from the soak's raw outputs, ``acceptance_core.soak``),
 re-evaluates every criterion with the thresholds the report recorded (``gates.evaluation``)
@@ -76,6 +78,14 @@ def verified_outputs(summary: dict[str, Any], files: dict[str, bytes],
         content = files.get(name)
         if content is None:
             raise CannotCheck(f"run {run.get('number')}: its raw output {name} is not embedded")
+        span = run.get("range")
+        if span is not None:  # one range of a file several runs share (a soak's collection)
+            if (not isinstance(span, list) or len(span) != 2
+                    or not all(isinstance(x, int) and x >= 0 for x in span)
+                    or span[0] + span[1] > len(content)):
+                raise CannotCheck(f"run {run.get('number')}: range {span!r} is not [start, "
+                                  f"length] inside {name} ({len(content)} bytes)")
+            content = content[span[0]:span[0] + span[1]]
         digest = hashlib.sha256(content).hexdigest()
         if digest != run.get("sha256"):
             result.differences.append(
