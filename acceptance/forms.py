@@ -143,7 +143,8 @@ class EngagementCreateForm(forms.Form):
         return chosen.name if chosen else self.cleaned_data["new_organisation"].strip()
 
 
-ARRAY_FORM_FIELDS = ["model", "serial", "expected_drive_count", "link_speed_mbps", "layout"]
+ARRAY_FORM_FIELDS = ["model", "serial", "expected_drive_count", "drive_model", "link_speed_mbps",
+                     "layout"]
 
 
 class ArrayForm(forms.ModelForm):
@@ -154,8 +155,12 @@ class ArrayForm(forms.ModelForm):
         fields = ARRAY_FORM_FIELDS
         labels = {"model": _("Array model"), "serial": _("Serial number"),
                   "expected_drive_count": _("Drives expected"),
+                  "drive_model": _("Drive model"),
                   "link_speed_mbps": _("Link speed (Mb/s)"), "layout": _("Layout")}
         help_texts = {"link_speed_mbps": _("Per port: 100 GbE = 100000."),
+                      "drive_model": _("As nvme list prints it (its Model column); G1 counts "
+                                       "only drives of this model. Empty: the model most of "
+                                       "the controller's drives report."),
                       "layout": _("RAID0 has no redundancy: the G4 drive fault would lose "
                                   "data.")}
 

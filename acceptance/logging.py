@@ -65,6 +65,18 @@ class ContextFilter(logging.Filter):
         return True
 
 
+class ClientErrorFilter(logging.Filter):
+    """A refused request (4xx: a 403 for another role, a 404) is logged in one line, without
+    the traceback of the ``PermissionDenied`` / ``Http404`` that answered it: that is the
+    service working, not failing. Server errors (5xx) keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if isinstance(status, int) and status < 500 and record.exc_info:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def json_formatter() -> logging.Formatter:
     return JsonFormatter(
         "{levelname}{name}{process}{message}",

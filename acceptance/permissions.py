@@ -37,11 +37,16 @@ def has_role(user, *roles: str) -> bool:
     return role == "superuser" or (role is not None and role in roles)
 
 
+def sees_every_engagement(user) -> bool:
+    """True for the vendor's staff and superusers: ``engagements_for`` is every engagement."""
+    return has_role(user, *STAFF_ROLES)
+
+
 def engagements_for(user) -> QuerySet[Engagement]:
     """The engagements ``user`` may see."""
-    role = role_of(user)
-    if role == "superuser" or role in STAFF_ROLES:
+    if sees_every_engagement(user):
         return Engagement.objects.all()
+    role = role_of(user)
     if role == Role.CUSTOMER:
         return Engagement.objects.filter(customer_id=user.membership.organisation_id)
     return Engagement.objects.none()

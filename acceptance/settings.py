@@ -389,9 +389,11 @@ CELERY_BEAT_SCHEDULE["runs-recover"] = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"ids": {"()": "acceptance.logging.ContextFilter"}},
+    "filters": {"ids": {"()": "acceptance.logging.ContextFilter"},
+                "client_errors": {"()": "acceptance.logging.ClientErrorFilter"}},
     "formatters": {"json": {"()": "acceptance.logging.json_formatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["ids"],
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             "filters": ["ids", "client_errors"],
                              **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "loggers": {
         "paramiko": {"level": "WARNING"},

@@ -10,18 +10,31 @@ criteria snapshot) — and 2 too when the evidence matches but a countersignatur
 no customer root was given: the table is printed (the re-decision rests on the vendor's
 signature alone), but 0 would tell a script that the customer's acceptance was checked when
 anyone could have made that countersignature. A difference (1) outranks an unchecked
-countersignature: it is a finding about the vendor-signed evidence either way."""
+countersignature: it is a finding about the vendor-signed evidence either way.
+
+A report that is empty, not a PDF or truncated, a missing file or a directory, and a trust file
+that is not a PEM/DER certificate are each one line ``cannot check: …`` naming the file, exit 2.
+Output cut short by its reader (``| head -1``) ends without a traceback, with status 141 (128 +
+SIGPIPE, as ``manage.py`` and a shell tool killed by the signal end): the output was cut, so
+no verdict is claimed."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from acceptance_core.pdf import ReportUnreadable, check_signatures, embedded, load_roots
+from acceptance_core.pdf import (
+    ReportUnreadable,
+    check_signatures,
+    embedded,
+    load_roots,
+    structure_problem,
+)
 from acceptance_core.redecide import CannotCheck, redecide, table
 
 
@@ -29,6 +42,10 @@ def redecide_file(data: bytes, roots: Sequence[Any], out: TextIO,
                   customer_roots: Sequence[Any] = ()) -> int:
     """Check ``data`` (a signed report), the vendor's signature against ``roots`` and a
     countersignature against ``customer_roots``; print the table; the exit status."""
+    problem = structure_problem(data)
+    if problem:
+        print(f"cannot check: {problem}", file=out)
+        return 2
     if not roots:
         print("cannot check: no trust root; pass --trust VENDOR-ROOT.pem (the vendor's CA "
               "certificate)", file=out)
@@ -88,16 +105,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
     logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
     try:
-        data = Path(args.report).read_bytes()
-        roots = load_roots(args.trust)
-        customer_roots = load_roots(args.customer_trust)
+        status = _check(args.report, args.trust, args.customer_trust, sys.stdout)
+        sys.stdout.flush()  # a reader that went away is found here, not at the exit's flush
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # later writes: nowhere
+        return 141
+    return status
+
+
+def _check(report: str, trust: Sequence[str], customer_trust: Sequence[str], out: TextIO) -> int:
+    try:
+        data = Path(report).read_bytes()
+        roots = load_roots(trust)
+        customer_roots = load_roots(customer_trust)
     except OSError as e:
-        print(f"cannot check: cannot read {args.report}: {e.strerror}", file=sys.stdout)
+        print(f"cannot check: cannot read {report}: {e.strerror or e}", file=out)
         return 2
     except ReportUnreadable as e:
-        print(f"cannot check: {e}", file=sys.stdout)
+        print(f"cannot check: {e}", file=out)
         return 2
-    return redecide_file(data, roots, sys.stdout, customer_roots)
+    return redecide_file(data, roots, out, customer_roots)
 
 
 if __name__ == "__main__":

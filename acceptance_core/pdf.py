@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyhanko.keys import load_certs_from_pemder
+from pyhanko.keys import load_certs_from_pemder_data
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature
 from pyhanko_certvalidator import ValidationContext
@@ -49,15 +50,55 @@ class SignatureCheck:
     unchecked: str = ""
 
 
+def certificates_in(path: str) -> list[Any]:
+    """The certificates of one PEM/DER file, each parsed whole. Raises ReportUnreadable naming
+    the file and what is wrong with it (unreadable, not a certificate, none in it)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ReportUnreadable(f"cannot load trust root {path}: {e.strerror or e}") from e
+    try:
+        certificates = list(load_certs_from_pemder_data(data))
+        # asn1crypto parses lazily: a damaged certificate fails only when read whole
+        parsed = [certificate.native for certificate in certificates]
+    except Exception as e:  # asn1crypto's errors are many; every one means the same here
+        raise ReportUnreadable(f"cannot load trust root {path}: not a PEM/DER certificate")\
+            from e
+    if not parsed:
+        raise ReportUnreadable(f"cannot load trust root {path}: it holds no certificate (a "
+                               f"PEM/DER certificate is expected)")
+    return certificates
+
+
 def load_roots(paths: Sequence[str]) -> list[Any]:
     """Certificates from PEM/DER files. Raises ReportUnreadable naming the file."""
     roots = []
     for path in paths:
-        try:
-            roots.extend(load_certs_from_pemder([path]))  # type: ignore[no-untyped-call]
-        except (OSError, ValueError) as e:
-            raise ReportUnreadable(f"cannot load trust root {path}: {e}") from e
+        roots.extend(certificates_in(path))
     return roots
+
+
+def structure_problem(data: bytes) -> str:
+    """Why ``data`` is not worth handing to the PDF parser, "" when it looks like a PDF: empty,
+    no ``%PDF-`` header, no ``%%EOF`` near its end (truncated), no ``startxref`` pointing at a
+    cross-reference section. Cheap (it reads the first and last kilobytes) so junk is refused
+    before any parsing or cryptography."""
+    if not data:
+        return "the file is empty (0 bytes), not a PDF file"
+    if b"%PDF-" not in data[:1024]:
+        return "not a PDF file (no %PDF- header in its first kilobyte)"
+    tail = data[-2048:]
+    if b"%%EOF" not in tail[-1024:]:
+        return "not a complete PDF file (no %EOF marker at its end: truncated?)"
+    found = list(re.finditer(rb"startxref\s+(\d{1,12})\s+%%EOF", tail))
+    if not found:
+        return "not a complete PDF file (no startxref before its end)"
+    offset = int(found[-1].group(1))
+    if offset >= len(data) or not re.match(rb"\s*(xref|\d+\s+\d+\s+obj)",
+                                           data[offset:offset + 64]):
+        return "not a well-formed PDF file (startxref does not point at a cross-reference table)"
+    return ""
 
 
 def _chains(sig: Any, roots: Sequence[Any]) -> bool:
@@ -156,8 +197,9 @@ def embedded(data: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
         raise ReportUnreadable(f"cannot read the PDF's embedded files: {e}") from e
     raw = files.get(SUMMARY_NAME)
     if raw is None:
-        raise ReportUnreadable(f"the report embeds no {SUMMARY_NAME}: it was issued before "
-                               f"reports carried their evidence")
+        raise ReportUnreadable(f"the PDF embeds no {SUMMARY_NAME}: a signed PDF but not a gate "
+                               f"report of the service, or one issued before reports carried "
+                               f"their evidence")
     try:
         summary = json.loads(raw)
     except ValueError as e:

@@ -1,7 +1,9 @@
 """Deciding a gate again from what a signed report carries: pure, no PDF, no database.
 
 ``redecide(summary, files)`` takes the report's ``summary.json`` (parsed) and its embedded files
-by name. It checks every run's attachment against its sha256, re-parses every raw output with
+by name. It checks every run's attachment (or its ``range`` of one, [start, length] in bytes:
+a soak's collected ranges of one node's file share one attachment) against its sha256,
+re-parses every raw output with
 the parser the report names (``runners.parsers``), re-derives the figures
 (``gates.derivations``; G4's from the soak's raw outputs, ``acceptance_core.soak``),
 re-evaluates every criterion with the thresholds the report recorded (``gates.evaluation``)
@@ -27,6 +29,9 @@ BASIS_SCHEMA = "acceptance-redecide/1"
 _SPEC_FIELDS = ("key", "metric", "label_filter", "aggregation", "operator", "threshold",
                 "threshold_high", "reference_value", "tolerance", "above_range_verdict", "unit",
                 "min_samples", "blocking")
+# What a summary.json of the wrong shape raises in the code that reads it (an object where a
+# list is expected, a number where an object is): each is "summary.json is not well formed"
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError)
 # Figures computed after the verdicts (baseline_deviation) are not re-derived (outside G4).
 _AFTER_VERDICTS = frozenset({"baseline_deviation"})
 
@@ -73,6 +78,14 @@ def verified_outputs(summary: dict[str, Any], files: dict[str, bytes],
         content = files.get(name)
         if content is None:
             raise CannotCheck(f"run {run.get('number')}: its raw output {name} is not embedded")
+        span = run.get("range")
+        if span is not None:  # one range of a file several runs share (a soak's collection)
+            if (not isinstance(span, list) or len(span) != 2
+                    or not all(isinstance(x, int) and x >= 0 for x in span)
+                    or span[0] + span[1] > len(content)):
+                raise CannotCheck(f"run {run.get('number')}: range {span!r} is not [start, "
+                                  f"length] inside {name} ({len(content)} bytes)")
+            content = content[span[0]:span[0] + span[1]]
         digest = hashlib.sha256(content).hexdigest()
         if digest != run.get("sha256"):
             result.differences.append(
@@ -176,7 +189,7 @@ def _reference_profile(gate: str, basis: dict[str, Any], result: Redecision) -> 
 
 
 def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) -> None:
-    gate, basis = entry.get("gate", "?"), entry.get("redecide")
+    gate, basis = str(entry.get("gate", "?")), entry.get("redecide")
     if not isinstance(basis, dict):
         raise CannotCheck(f"{gate}: the report carries no criteria snapshot or derivation "
                           f"inputs (issued before summary schema {SCHEMA_VERSION})")
@@ -210,7 +223,7 @@ def _gate(entry: dict[str, Any], outputs: dict[str, bytes], result: Redecision) 
         verdicts.append(verdict)
         blocking[spec.key] = spec.blocking
         recorded = criterion.get("recorded") or {}
-        row = CriterionRow(gate, spec.key, spec.metric, criterion.get("requirement", ""),
+        row = CriterionRow(gate, spec.key, spec.metric, str(criterion.get("requirement", "")),
                            recorded.get("measured"), str(recorded.get("verdict", "")),
                            verdict.measured, verdict.verdict)
         result.rows.append(row)
@@ -241,12 +254,19 @@ def redecide(summary: dict[str, Any], files: dict[str, bytes]) -> Redecision:
     if not isinstance(gates, list) or not gates:
         raise CannotCheck("summary.json lists no gate")
     result = Redecision()
-    outputs = verified_outputs(summary, files, result)
+    try:
+        outputs = verified_outputs(summary, files, result)
+    except _MALFORMED as e:
+        raise CannotCheck(f"summary.json is not well formed: its runs: {type(e).__name__}: "
+                          f"{e}") from e
     for entry in gates:
+        gate = entry.get("gate", "?") if isinstance(entry, dict) else "?"
         try:
+            if not isinstance(entry, dict):
+                raise TypeError(f"a gate entry is {type(entry).__name__}, not an object")
             _gate(entry, outputs, result)
-        except (KeyError, TypeError, ValueError) as e:
-            raise CannotCheck(f"{entry.get('gate', '?')}: summary.json is not well formed: "
+        except _MALFORMED as e:
+            raise CannotCheck(f"{gate}: summary.json is not well formed: "
                               f"{type(e).__name__}: {e}") from e
     return result
 

@@ -12,11 +12,24 @@ G2_PROBES = ("link_speed", "fio_seqread", "vllm_bench_serve")
 
 
 def capture(gate_run, directory: Path) -> None:
-    """Write each G2 probe's stdout and tool version from ``gate_run`` into ``directory``."""
+    """Write each G2 probe's stored stdout (its content-addressed file, ``runners.outputs``)
+    and tool version from ``gate_run`` into ``directory``. ValueError when a probe did not
+    parse or its stored stdout is empty: the stand-ins would replay nothing."""
+    from runners.outputs import output_bytes
+
     directory.mkdir(parents=True, exist_ok=True)
+    seen = set()
     for run in gate_run.probe_runs.filter(probe__in=G2_PROBES).order_by("id"):
-        (directory / f"{run.probe}.out").write_bytes(bytes(run.stdout))
+        data = output_bytes(run, "stdout")
+        if run.state != "parsed" or not data:
+            raise ValueError(f"{run.probe} on {run.node}: {run.state}, {len(data)} bytes of "
+                             f"stdout stored: nothing to replay")
+        (directory / f"{run.probe}.out").write_bytes(data)
         (directory / f"{run.probe}.version").write_text(run.tool_version + "\n")
+        seen.add(run.probe)
+    missing = sorted(set(G2_PROBES) - seen)
+    if missing:
+        raise ValueError(f"gate run {gate_run.id} has no run of {', '.join(missing)}")
 
 
 def register(directory: Path) -> list[str]:

@@ -8,8 +8,8 @@ Redis index, so two benchmarks (or a benchmark and a test suite) never share row
   ``DATABASE_URL``, so a Celery worker started by the benchmark writes to the same one.
 * else SQLite in the scratch var dir (removed by ``release()``).
 * ``redis_index``: ``CELERY_BROKER_URL`` = ``redis://127.0.0.1:6379/<index>`` (or the host of
-  ``$BENCH_REDIS_URL``), flushed before and after. Indexes used: fanout 13, probe_overhead 14,
-  site_scale 15 (none for the benchmarks without a worker).
+  ``$BENCH_REDIS_URL``), flushed before and after. Indexes used: dashboard 11, paging 12,
+  fanout 13, probe_overhead 14, site_scale 15 (none for the benchmarks without a worker).
 """
 
 from __future__ import annotations

@@ -11,12 +11,23 @@ Figures (one JSON line each, p95 of ``--requests`` requests through Django's tes
   measurements in the ledger, as a project manager (token). Target ≤ 50 ms (anchor 50).
 * ``api_measurements_deep_page_p95_1m``: the page a client reaches after following ``next``
   900 000 rows deep (its cursor built as DRF builds it). Target ≤ 50 ms.
-* ``api_measurements_deep_page_filtered_p95_1m``: the same deep page with ``?metric=``.
+* ``api_measurements_deep_page_metric_p95_1m``: the same deep page with ``?metric=``.
+* ``api_measurements_deep_page_gate_run_p95_1m``: 90 000 rows deep into the run of 100 000
+  (``?gate_run=``).
+* ``api_measurements_deep_page_customer_p95_1m``: the deep page as the engagement's customer
+  (the list limited to their runs' ids, read first; staff see every engagement, so their query
+  is the measurements alone).
 
-Owns its database (``bench_paging_<pid>``, dropped at the end). ``--rows`` sets the API's
-ledger size (default 1 000 000, inserted with ``generate_series``).
+Each figure also as ``…_cpu_p95_…``: the process's own CPU per request, and ``…_db_p95_…``:
+the time spent waiting on the database (its server's CPU is there, not in the process's).
+After seeding, the table is vacuumed and analysed as autovacuum would; ``--fresh`` measures
+before that (no statistics, autovacuum off on the table), the figures named
+``…_before_analyze_…``.
 
-Run: ``.venv/bin/python benchmarks/paging.py [--requests 50] [--rows 1000000]``
+Owns its database (``bench_paging_<pid>``, dropped at the end) and Redis index 12. ``--rows``
+sets the API's ledger size (default 1 000 000, inserted with ``generate_series``).
+
+Run: ``.venv/bin/python benchmarks/paging.py [--requests 50] [--rows 1000000] [--fresh]``
 """
 
 import argparse
@@ -35,6 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _own import figure, measurements_insert, own, p95  # noqa: E402
 
 NODES = 128
+REDIS_INDEX = 12  # benchmarks/_own.py: each benchmark its own
 RUN_PAGE_ROWS = 100_000
 
 
@@ -81,8 +93,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--fresh", action="store_true",
+                        help="measure before the table has statistics (no ANALYZE, autovacuum "
+                             "off on it): figures named …_before_analyze_…")
     args = parser.parse_args()
-    owned = own("paging", postgres=True)
+    owned = own("paging", redis_index=REDIS_INDEX, postgres=True)
     import django
 
     django.setup()
@@ -110,9 +125,13 @@ def measure(args) -> None:
     started = time.perf_counter()
     run = seed(args.rows)
     with connection.cursor() as cursor:
-        # What autovacuum does after a bulk insert (PostgreSQL ≥ 13 vacuums on inserts too):
-        # statistics and the visibility map, so index-only scans can skip the heap.
-        cursor.execute("VACUUM ANALYZE runners_measurement")
+        if args.fresh:
+            # As right after a bulk insert, before autovacuum has looked: no statistics.
+            cursor.execute("ALTER TABLE runners_measurement SET (autovacuum_enabled = false)")
+        else:
+            # What autovacuum does after a bulk insert (PostgreSQL ≥ 13 vacuums on inserts
+            # too): statistics and the visibility map, so index-only scans can skip the heap.
+            cursor.execute("VACUUM ANALYZE runners_measurement")
     stored = Measurement.objects.count()
     print(f"# {stored} measurements ({time.perf_counter() - started:.0f} s to seed); "
           f"load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
@@ -124,50 +143,81 @@ def measure(args) -> None:
     browser.force_login(engineer)
     api = APIClient(SERVER_NAME="localhost")
     api.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=pm, name='b')[1]}")
+    customer = User.objects.create_user("bench-customer")
+    Membership.objects.create(user=customer, role=Membership.Role.CUSTOMER,
+                              organisation=run.gate.engagement.customer)
+    customer_api = APIClient(SERVER_NAME="localhost")
+    customer_api.credentials(
+        HTTP_AUTHORIZATION=f"Token {api_token_create(user=customer, name='c')[1]}")
 
     cpu: dict[str, list[float]] = {}
+    db: dict[str, list[float]] = {}
+    spent = [0.0]
 
-    def timed(client, url: str, must: bytes) -> list[float]:
+    def db_timed(execute, sql, params, many, context):
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    def timed(name: str, client, url: str, must: bytes) -> list[float]:
         for _ in range(3):
             client.get(url)
         gc.collect()
         gc.freeze()  # as acceptance/wsgi.py does: the seeding's heap is not walked per request
-        times, cpu[url] = [], []
+        times, cpu[name], db[name] = [], [], []  # by figure: two clients ask one URL
         for _ in range(args.requests):
+            spent[0] = 0.0
             start, start_cpu = time.perf_counter(), time.process_time()
-            response = client.get(url)
+            with connection.execute_wrapper(db_timed):
+                response = client.get(url)
             times.append((time.perf_counter() - start) * 1000)
-            cpu[url].append((time.process_time() - start_cpu) * 1000)
+            cpu[name].append((time.process_time() - start_cpu) * 1000)
+            db[name].append(spent[0] * 1000)
             if response.status_code != 200 or must not in response.content:
                 raise SystemExit(f"GET {url}: {response.status_code} {response.content[:200]!r}")
         return times
 
     page_url = reverse("run-detail", args=[run.id])
     last = -(-run.measurements.count() // MEASUREMENTS_PER_PAGE)
-    run_page = timed(browser, page_url, b"100000 measurements")
-    run_last = timed(browser, f"{page_url}?measurements_page={last}", b"measurements")
-    first = timed(api, "/api/measurements/?limit=100", b'"results"')
     deep_id = Measurement.objects.order_by("id").values_list("id", flat=True)[900_000
                                                                               if stored > 900_000
                                                                               else stored // 2]
-    cursor = base64.b64encode(f"p={deep_id}".encode()).decode()
-    deep = timed(api, f"/api/measurements/?limit=100&cursor={cursor}", b'"results"')
-    deep_metric = timed(api, f"/api/measurements/?limit=100&metric=temperature&cursor={cursor}",
-                        b'"temperature"')
-    size = len(browser.get(page_url).content)
-    print(f"# run page {size} bytes; medians: run page {sorted(run_page)[len(run_page) // 2]:.1f}"
-          f" ms, API first {sorted(first)[len(first) // 2]:.1f} ms, deep "
-          f"{sorted(deep)[len(deep) // 2]:.1f} ms", file=sys.stderr)
+    deep = base64.b64encode(f"p={deep_id}".encode()).decode()
+    run_deep_id = run.measurements.order_by("id").values_list("id", flat=True)[
+        RUN_PAGE_ROWS * 9 // 10]
+    run_deep = base64.b64encode(f"p={run_deep_id}".encode()).decode()
     k = f"{round(stored / 1000)}k" if stored < 1_000_000 else f"{stored // 1_000_000}m"
-    print(figure("run_page_p95_100k", p95(run_page), "ms", 300.0, 1))
-    print(figure("run_page_last_page_p95_100k", p95(run_last), "ms", 300.0, 1))
-    print(figure(f"api_measurements_first_page_p95_{k}", p95(first), "ms", 50.0, 1))
-    print(figure(f"api_measurements_deep_page_p95_{k}", p95(deep), "ms", 50.0, 1))
-    print(figure(f"api_measurements_deep_page_filtered_p95_{k}", p95(deep_metric), "ms", 50.0,
-                 1))
-    print(figure("run_page_cpu_p95_100k", p95(cpu[page_url]), "ms", 300.0, 1))
-    print(figure(f"api_measurements_deep_page_cpu_p95_{k}",
-                 p95(cpu[f"/api/measurements/?limit=100&cursor={cursor}"]), "ms", 50.0, 1))
+    fresh = "_before_analyze" if args.fresh else ""
+    cases = [  # figure name, client, url, a text the answer must hold, target (ms)
+        ("run_page_p95_100k", browser, page_url, b"100000 measurements", 300.0),
+        ("run_page_last_page_p95_100k", browser, f"{page_url}?measurements_page={last}",
+         b"measurements", 300.0),
+        (f"api_measurements_first_page_p95_{k}", api, "/api/measurements/?limit=100",
+         b'"results"', 50.0),
+        (f"api_measurements_deep_page_p95_{k}", api,
+         f"/api/measurements/?limit=100&cursor={deep}", b'"results"', 50.0),
+        (f"api_measurements_deep_page_metric_p95_{k}", api,
+         f"/api/measurements/?limit=100&metric=temperature&cursor={deep}", b'"temperature"',
+         50.0),
+        (f"api_measurements_deep_page_gate_run_p95_{k}", api,
+         f"/api/measurements/?limit=100&gate_run={run.id}&cursor={run_deep}", b'"results"',
+         50.0),
+        (f"api_measurements_deep_page_customer_p95_{k}", customer_api,
+         f"/api/measurements/?limit=100&cursor={deep}", b'"results"', 50.0),
+    ]
+    walls = {name: timed(name, client, url, must) for name, client, url, must, _ in cases}
+    size = len(browser.get(page_url).content)
+    print(f"# run page {size} bytes; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    for name, _client, _url, _must, target in cases:
+        wall, cpu_ms, db_ms = walls[name], cpu[name], db[name]
+        print(f"# {name}: median wall {sorted(wall)[len(wall) // 2]:.1f} ms, "
+              f"CPU {sorted(cpu_ms)[len(cpu_ms) // 2]:.1f} ms, database "
+              f"{sorted(db_ms)[len(db_ms) // 2]:.1f} ms", file=sys.stderr)
+        print(figure(name.replace("_p95", f"{fresh}_p95"), p95(wall), "ms", target, 1))
+        print(figure(name.replace("_p95", f"{fresh}_cpu_p95"), p95(cpu_ms), "ms", target, 1))
+        print(figure(name.replace("_p95", f"{fresh}_db_p95"), p95(db_ms), "ms", target, 1))
     print(figure("run_page_bytes_100k", size, "B", None, 0))
 
 

@@ -14,13 +14,13 @@ from runners.charts import Chart, Point, bar_chart
 LABELS = {
     "currency": "currency (ISO code)", "nodes": "inference nodes", "gpus_per_node": "GPUs per node",
     "gpu_cost_per_hour": "GPU cost per hour", "gpu_purchase_price": "GPU purchase price",
-    "gpu_depreciation_years": "GPU depreciation (years)",
+    "gpu_depreciation_years": "GPU depreciation",
     "hosting_per_node_year": "electricity and hosting per node per year",
     "tokens_per_day": "expected output tokens per day",
-    "resume_share": "share of tokens from long-context resumes (0–1)",
-    "cache_hit_share": "share of requests that resume a session (0–1)",
+    "resume_share": "share of tokens from long-context resumes",
+    "cache_hit_share": "share of requests that resume a session",
     "switches_per_hour": "model switches per hour", "array_price": "array price (vendor figure)",
-    "arrays": "arrays", "horizon_years": "horizon / array depreciation (years)",
+    "arrays": "arrays", "horizon_years": "horizon / array depreciation",
 }
 
 
@@ -56,6 +56,13 @@ def _value_text(value: Any) -> str:
     return f"{value:,.6g}" if abs(value) < 1000 else f"{value:,.2f}"
 
 
+def _input_text(value: Any) -> str:
+    """A stored parameter as the form's field shows it: 18.0 → "18", 2e9 → "2000000000"."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return "" if value is None else str(value)
+
+
 def business_page(engagement: Engagement, *, can_edit: bool = False) -> dict[str, Any]:
     """The page's (and the final report's) values, in the active language."""
     row = parameters_of(engagement)
@@ -68,9 +75,12 @@ def business_page(engagement: Engagement, *, can_edit: bool = False) -> dict[str
         s["saving_text"] = f"{s['saving_per_year']:,.0f}"
     fields = [{"name": name, "label": _(LABELS[name]), "value": getattr(row, name),
                "value_text": _value_text(getattr(row, name)),
+               "input": _input_text(getattr(row, name)),
                "unit": FIELDS[name][0] if name in FIELDS else "",
                "required": name in REQUIRED, "vendor": name == "array_price"}
               for name in LABELS]
+    resume = row.resume_share
     return {"engagement": engagement, "case": shown, "currency": currency,
+            "resume_share_text": "" if resume is None else f"{resume * 100:.0f} %",
             "fields": fields, "can_edit": can_edit, "charts": case_charts(case, currency),
             "updated_by": row.updated_by, "updated_at": row.updated_at}

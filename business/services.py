@@ -3,6 +3,7 @@ computed from G3's decided evidence (``business.case``, pure)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import fields
 from typing import Any
@@ -44,7 +45,10 @@ def parameters_clean(data: dict[str, Any]) -> dict[str, Any]:
     clean: dict[str, Any] = {}
     for name, raw in data.items():
         if name == "currency":
-            value = str(raw or "").strip().upper()
+            if raw is not None and not isinstance(raw, str):
+                raise ParameterInvalid(f"currency: {raw!r} is not a currency code (one of "
+                                       f"{', '.join(sorted(CURRENCIES))})")
+            value = (raw or "").strip().upper()
             if value and value not in CURRENCIES:
                 raise ParameterInvalid(f"currency: {raw!r} is not one of "
                                        f"{', '.join(sorted(CURRENCIES))}")
@@ -57,10 +61,14 @@ def parameters_clean(data: dict[str, Any]) -> dict[str, Any]:
             clean[name] = None
             continue
         try:
+            if isinstance(raw, bool):  # JSON true is not 1 node
+                raise TypeError(raw)
             number = float(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ParameterInvalid(f"{name}: {raw!r} is not a number ({unit})") from None
-        if number != number or not low <= number <= high:
+        if not math.isfinite(number):
+            raise ParameterInvalid(f"{name}: {raw!r} is not a finite number ({unit})")
+        if not low <= number <= high:
             raise ParameterInvalid(f"{name}: {raw} is outside {low:g} … {high:g} ({unit})")
         if name in INTEGERS:
             if number != int(number):

@@ -21,14 +21,20 @@ def business_case_view(request, name: str):
     if request.method == "POST":
         if not can_edit:
             return render(request, "403.html", status=403)
-        data = {field: request.POST.get(field, "") for field in LABELS}
+        # only the fields the form sent: one it left out keeps its stored value (never erased)
+        data = {field: request.POST[field] for field in LABELS if field in request.POST}
         try:
             parameters_save(engagement=engagement, actor=request.user.get_username(), data=data)
         except ParameterInvalid as refusal:
-            messages.error(request, str(refusal))
             context = business_page(engagement, can_edit=can_edit)
+            text = str(refusal)
             for f in context["fields"]:
-                f["value"] = data[f["name"]]
+                # the field as the form labels it ("resume_share: …" named the API's key)
+                if text.startswith(f["name"] + ":"):
+                    text = f["label"] + text[len(f["name"]):]
+                # the form shows what was typed; the Inputs table keeps what is stored
+                f["input"] = data.get(f["name"], f["input"])
+            messages.error(request, text)
             return render(request, "business/case.html", context, status=400)
         return redirect("business-case", name=engagement.name)
     return render(request, "business/case.html", business_page(engagement, can_edit=can_edit))

@@ -1,15 +1,13 @@
 """Derived figures: pure functions from a gate run's samples to the figures computed from them.
 
-No database, no I/O: ``derive_all(samples, arrays) -> [DerivedSample]``, each derivation finding
-its own inputs and yielding nothing without them. Line efficiency per node (G2); the G3 tier
-comparison per round and as a mean with its 95 % t-interval, its repeatability, and the aggregate
-read-back per array. The derived samples are stored beside the measured ones and judged by
-``gates.evaluation`` like any other sample.
+No database, no I/O: ``derive_all(samples, …) -> [DerivedSample]``. G1's drives per array; line
+efficiency per node (G2); the G3 tier comparison per round and as a mean with its 95 % interval,
+its repeatability, the aggregate read-back per array; stored beside the measured samples and
+judged by ``gates.evaluation`` like them.
 
-The G3 comparison marks a figure ``invalid`` (a label with the reason, which evaluation turns into
-``insufficient``) when an arm's tier evidence does not show the tier under test was used
-(``_tier_invalid``: the window from the eviction, the GPU prefix cache reset, external hits, the
-working set against GPU KV + DRAM tier, and for the array arm its storage tier).
+The G3 comparison marks a figure ``invalid`` (evaluation: ``insufficient``) when an arm's tier
+evidence does not show the tier under test was used (``_tier_invalid``: window from the eviction,
+prefix cache reset, external hits, working set against GPU KV + DRAM tier, storage tier).
 """
 
 from __future__ import annotations
@@ -63,23 +61,23 @@ def derive_array_drives(samples: list[Sample],
       this run failed (result 5-7). Each counted drive needs exactly one completed result from
       this run's probe (labelled with its ``controller``); a drive with none, with its test
       still running, with an aborted test (1-4, 8, 9) or an unknown code makes the figure
-      ``invalid``, naming the drive: the gate cannot decide on it.
-    """
+      ``invalid``, naming the drive: the gate cannot decide on it. A controller without a
+      drive inventory in the run (G2–G4) gets neither."""
     derived: list[DerivedSample] = []
     for node, plan in sorted(plans.items()):
         mine = [s for s in samples if s.node == node]
+        if not any(s.metric in ("drive_present", "namespace_count") for s in mine):
+            continue
         present = {s.labels.get("serial", ""): s for s in mine if s.metric == "drive_present"}
         models = [s.labels.get("model", "") for s in present.values()]
         model = plan.drive_model or max(sorted(set(models)), key=models.count, default="")
         ours = {serial: s for serial, s in present.items() if s.labels.get("model") == model}
         others = [s for s in present.values() if s.labels.get("model") != model]
-        if model:
-            detail = (f"array {plan.array}: {len(ours)} drive(s) of model {model!r} counted, "
-                      f"{plan.expected} expected"
-                      + ("" if plan.drive_model else " (model taken from most drives)"))
-        else:  # no drive model on the array and no drive on its controller to take one from
-            detail = (f"array {plan.array}: no drive seen on its controller, {plan.expected} "
-                      f"expected (the array names no drive model)")
+        detail = (f"array {plan.array}: {len(ours)} drive(s) of model {model!r} counted, "
+                  f"{plan.expected} expected" + ("" if plan.drive_model else " (model taken "
+                                                 "from most drives)") if model else
+                  f"array {plan.array}: no drive seen on its controller, {plan.expected} "
+                  f"expected (the array names no drive model)")
         if others:
             detail += "; not counted: " + _listed(
                 [f"{s.labels.get('model', '?')!r} {s.labels.get('serial', '')} "
@@ -595,10 +593,8 @@ def derive_all(samples: list[Sample],
                arrays: Mapping[str, tuple[str, float]] | None = None,
                drives: Mapping[str, ArrayDrives] | None = None,
                readback: ReadbackPlan | None = None) -> list[DerivedSample]:
-    """Every derived figure of a gate run's samples (each derivation finds its own inputs and
-    yields nothing without them): G1's drives per array (``drives``: see
-    ``derive_array_drives``), line efficiency per node, the G3 tier comparison and
-    repeatability, the aggregate read-back per array over the nodes' overlap window
-    (``arrays``, ``readback``: see ``derive_readback``)."""
+    """Every derived figure of a gate run's samples (each derivation finds its own inputs):
+    G1's drives per array, line efficiency per node, the G3 tier comparison and repeatability,
+    the aggregate read-back per array over the nodes' overlap window."""
     return [*derive_array_drives(samples, drives or {}), *derive_line_efficiency(samples, arrays),
             *derive_kv_tier(samples), *derive_readback(samples, arrays or {}, readback)]

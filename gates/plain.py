@@ -84,9 +84,11 @@ def amount(value: float, unit: str) -> str:
 
 
 def percent(value: float, *, signed: bool = False, against: Sequence[float] = ()) -> str:
-    """``value`` (a ratio) in whole percent, with more decimals where the whole figure would
-    print equal to a bound of ``against`` that it is not on (24.6 % beside 25 %)."""
-    decimals = 0
+    """``value`` (a ratio) in whole percent, one decimal below 10 % where it is not whole
+    (a round deviation of 1.5 % printed as "2 %" beside the table's 1.5 %), and more decimals
+    where the figure would print equal to a bound of ``against`` that it is not on (24.6 %
+    beside 25 %)."""
+    decimals = 1 if abs(value) < 0.1 and round(value * 100) != round(value * 100, 1) else 0
     while decimals < 4 and any(
             round(value * 100, decimals) == round(b * 100, decimals)
             and abs(value - b) > 1e-9 * max(abs(value), abs(b), 1e-12) for b in against):
@@ -99,7 +101,7 @@ def percent(value: float, *, signed: bool = False, against: Sequence[float] = ()
 
 def requirement_words(snapshot: Mapping[str, Any], *, sign: int = 0) -> str:
     """The requirement as a sentence says it: "at least −25 %", "+29 % … +40 %",
-    "within ±10 % of 17.3 s", "none" (a count that must be 0). ``sign``: a ratio said as a
+    "within ±10 % of 17.3 s", "0 (none allowed)" (a count). ``sign``: a ratio said as a
     signed change (−1 for a reduction)."""
     operator, unit = snapshot.get("operator"), snapshot.get("unit", "")
     low, high = snapshot.get("threshold"), snapshot.get("threshold_high")
@@ -123,7 +125,8 @@ def requirement_words(snapshot: Mapping[str, Any], *, sign: int = 0) -> str:
         if operator == ">=":
             return _("at least %(bound)s") % {"bound": bound(low)}
         if low == 0 and unit == "1":
-            return _("none")  # a count that must be zero: "at most 0" reads as a typo
+            # a count that must be zero: "at most 0" reads as a typo, "none" as no requirement
+            return _("0 (none allowed)")
         return _("at most %(bound)s") % {"bound": bound(low)}
     return str(snapshot.get("requirement", ""))
 
@@ -274,12 +277,17 @@ _DOCS = r"(?:DOMAIN\.md|METRICS\.md|RUNBOOK)"
 _ASIDE = re.compile(r"\s*[(（][^)）]*" + _DOCS + r"[^)）]*[)）]|[;；]\s*" + _DOCS + r"[^;；]*")
 
 
+#: Tools whose names are written in small letters, also at the start of a sentence.
+_TOOLS = frozenset({"fio", "vllm", "nvme", "smartctl", "ethtool", "iperf3", "lmcache"})
+
+
 def source_words(text: str) -> str:
     """A criterion's source as a reader of the report sees it: internal document references
     left out, the rest as written ("DOMAIN.md G3; R2: −26 % … −32 %" → "R2: −26 % … −32 %")."""
     cleaned = _INTERNAL.sub("", _ASIDE.sub("", text)).strip(" ;:；：")
-    if cleaned[:1].islower() and not cleaned[1:2].isupper():  # "vLLM's …" keeps its small v
-        cleaned = cleaned[:1].upper() + cleaned[1:]
+    first = re.split(r"[\s:'’]", cleaned, maxsplit=1)[0]
+    if cleaned[:1].islower() and not cleaned[1:2].isupper() and first not in _TOOLS:
+        cleaned = cleaned[:1].upper() + cleaned[1:]  # "vLLM's …", "fio: …" keep their case
     return cleaned
 
 

@@ -25,6 +25,7 @@ from acceptance.models import (
     Organisation,
 )
 from acceptance.units import measurement_text
+from acceptance_core.profiles import PROFILES, ProfileError, profile_get
 from gates import derivations, evaluation
 from gates.defaults import DEFAULT_GATES, definition_sha256
 from gates.models import OPERATOR_BOUNDS, Criterion, CriterionVerdict, Decision, Gate
@@ -75,7 +76,8 @@ def gates_seed(*, engagement: Engagement) -> list[Gate]:
 
 # Names an engagement may not take: the page that creates engagements sits at /engagements/new/.
 RESERVED_ENGAGEMENT_NAMES = ("new",)
-ARRAY_FIELDS = ("model", "serial", "expected_drive_count", "link_speed_mbps", "layout")
+ARRAY_FIELDS = ("model", "serial", "expected_drive_count", "drive_model", "link_speed_mbps",
+                "layout")
 
 
 def _organisation(customer: str) -> tuple[Organisation, bool]:
@@ -150,6 +152,12 @@ def engagement_create(*, name: str, customer: str, start_date: date | str, is_la
         engagement.full_clean(exclude=["customer"])
     except ValidationError as error:
         errors.update(error.message_dict)
+    if "reference_profile" in errors and reference_profile not in PROFILES:
+        # the model's "Value 'R1' is not a valid choice." names no profile the user could use
+        try:
+            profile_get(reference_profile)
+        except ProfileError as error:
+            errors["reference_profile"] = [str(error)]
     if "reference_profile" not in errors:
         try:
             for definition in DEFAULT_GATES:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from pathlib import PurePosixPath
 
+from django.db.models import Prefetch
 from django.utils import translation
 from django.utils.translation import gettext as _
 
@@ -30,7 +32,7 @@ from reports.evidence import embedded_output
 from reports.models import Report
 from reports.render import django_language
 from runners.charts import gate_run_chart_parts
-from runners.models import GateRun
+from runners.models import GateRun, Measurement
 from runners.outputs import output_bytes
 from runners.probes import PROBES
 from runners.soak.report import soak_report_section
@@ -66,19 +68,36 @@ def _charts(gate_run: GateRun) -> tuple[list, dict[str, str]]:
         return [], {}
 
 
+def _bundle(run, soak: bool) -> str:
+    """The attachment a soak's collected range of one node's file (``windows.jsonl``,
+    ``probes.jsonl``) is embedded in: that node's ranges of that file, one after another, each
+    still hashed and listed alone in ``summary.json`` (one attachment per record would be 74 k
+    at 128 nodes × 72 h, each costing the PDF writer, the signer and the verifier); "" for a
+    run embedded as its own file."""
+    file = (run.parameters or {}).get("file") if soak else None
+    if not isinstance(file, str) or run.node is None:
+        return ""
+    return f"soak-{run.node.name}-{PurePosixPath(file).name}"
+
+
 def _section(decision: Decision) -> GateSection:
     gate = decision.gate
     gate_run: GateRun = decision.gate_run
     # Descriptions and sources of the default criteria in the report's language, edited ones
     # as written; the explanation is quoted as the evaluation recorded it.
     # plain=True: page 1 says what was measured against what (gates.plain)
-    verdicts = decision.verdicts.prefetch_related("measurements__node",
-                                                  "measurements__inputs__node")
+    soak = hasattr(gate_run, "soak")
+    # A soak's figures are derived from every window they span (1.77 M input links at 128
+    # nodes × 72 h); its plain sentences never read them (gates.plain: only G2/G3's
+    # comparisons and line efficiencies do), so they are not loaded for it.
+    inputs = (Prefetch("measurements__inputs", queryset=Measurement.objects.none()) if soak
+              else "measurements__inputs__node")
+    verdicts = decision.verdicts.prefetch_related("measurements__node", inputs)
     criteria = [verdict_row(v, stored_explanation=True, plain=True) for v in verdicts]
     runs = []
     # A per-node re-run is decided over its own runs plus the other nodes' carried runs.
     for run in (gate_run.evidence_probe_runs().select_related("node")
-                .order_by("started_at", "id")):
+                .order_by("started_at", "id").iterator(chunk_size=5000)):
         raw: bytes | None = output_bytes(run, "stdout")
         if run.stdout_pruned_at is not None:  # retention: read back from a signed report
             raw = embedded_output(Report.objects.filter(engagement_id=gate.engagement_id)
@@ -90,6 +109,7 @@ def _section(decision: Decision) -> GateSection:
             started_at=run.started_at, finished_at=run.finished_at, exit_code=run.exit_code,
             sha256=run.stdout_sha256 or hashlib.sha256(raw or b"").hexdigest(),
             simulated=run.simulated, state=run.state, raw_output=raw,
+            bundle=_bundle(run, soak),
         ))
     charts, node_figures = _charts(gate_run)
     return GateSection(

@@ -19,6 +19,11 @@ plan's steady-state numbers, time compression, planned requests per window, faul
 
 from __future__ import annotations
 
+import json
+
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
 from acceptance_core.profiles import PROFILES
 from gates.models import Decision
 from gates.services import array_drive_plans, node_array_line_rates, readback_plan
@@ -72,19 +77,34 @@ def decision_basis(decision: Decision) -> dict:
     runs = []
     probe_runs = gate_run.evidence_probe_runs().select_related("node").order_by("started_at",
                                                                                "id")
-    # each run's read measurements in one query of plain rows (5000 at 128 nodes)
+    # each run's read measurements in one query of plain rows (5000 at 128 nodes; a G4 soak
+    # at 128 nodes × 72 h: 0.6 M). Labels come as JSON text, each distinct text decoded once
+    # and its dict shared by the figures that carry it (a window's 16 figures carry one), as
+    # are the names: the summary is written from these, never changed.
     read: dict[int, list[dict]] = {}
+    labels_of: dict[str, dict] = {}
+    names: dict[str, str] = {}
     for run_id, metric, value, unit, labels, node in Measurement.objects.filter(
             probe_run__in=probe_runs, derived=False).order_by("id").values_list(
-            "probe_run_id", "metric", "value", "unit", "labels", "node__name"):
-        read.setdefault(run_id, []).append({"metric": metric, "value": value, "unit": unit,
-                                            "labels": dict(labels), "node": node or ""})
-    for run in probe_runs:
+            "probe_run_id", "metric", "value", "unit", Cast("labels", TextField()),
+            "node__name").iterator(chunk_size=10000):  # streamed: never all rows at once
+        decoded = labels_of.get(labels)
+        if decoded is None:
+            decoded = labels_of[labels] = json.loads(labels)
+        read.setdefault(run_id, []).append({
+            "metric": names.setdefault(metric, metric), "value": value,
+            "unit": names.setdefault(unit, unit), "labels": decoded,
+            "node": names.setdefault(node or "", node or "")})
+    del labels_of, names
+    # plain rows, not models: 74 k collection records at 128 nodes × 72 h
+    for run_id, sha256, node, probe, parser, parser_version, state, labels in (
+            probe_runs.values_list("id", "stdout_sha256", "node__name", "probe", "parser",
+                                   "parser_version", "state", "labels").iterator(
+                chunk_size=10000)):
         runs.append({
-            "sha256": run.stdout_sha256, "node": run.node.name if run.node else "",
-            "probe": run.probe, "parser": run.parser, "parser_version": run.parser_version,
-            "state": run.state, "labels": dict(run.labels),
-            "measurements": read.get(run.id, []),
+            "sha256": sha256, "node": node or "", "probe": probe, "parser": parser,
+            "parser_version": parser_version, "state": state, "labels": dict(labels),
+            "measurements": read.get(run_id, []),
         })
     unrun = gate_run.evidence_measurements().filter(derived=False, probe_run__isnull=True)
     derived = gate_run.measurements.filter(derived=True)

@@ -42,6 +42,9 @@ class EvidenceRow:
     simulated: bool
     state: str
     raw_output: bytes | None = None  # embedded as an attachment when given
+    # "": its own attachment; else the attachment it is one range of, in run order (a soak's
+    # collected ranges of one node's file: reports.evidence.bundle_name)
+    bundle: str = ""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
+from acceptance_core.pdf import ReportUnreadable, load_roots
 from reports.evidence import evidence_check
 from reports.trust import CUSTOMER_SIGNATURE_FIELD as CUSTOMER_SIGNATURE_FIELD
 from reports.trust import (
@@ -245,9 +246,8 @@ def load_signer(
 def trust_roots(
     *, paths: Sequence[Path | str] | None = None, signing_dir: Path | None = None
 ) -> list[asn1_x509.Certificate]:
-    """Certificates a report signature must chain to: explicit paths, settings, or the dev CA."""
-    from pyhanko.keys import load_certs_from_pemder
-
+    """Certificates a report signature must chain to: explicit paths, settings, or the dev CA.
+    A file that cannot be read or holds no certificate raises SigningSetupError naming it."""
     if paths is None:
         paths = list(_settings_value("REPORT_TRUST_ROOTS", []) or [])  # type: ignore[call-overload]
     if not paths:
@@ -256,21 +256,19 @@ def trust_roots(
         # No development CA yet means nothing was signed by it: trust nothing.
         paths = [ca_path] if ca_path.exists() else []
     try:
-        return list(load_certs_from_pemder([str(p) for p in paths]))
-    except (OSError, ValueError) as e:
-        raise SigningSetupError(f"cannot load trust roots {list(map(str, paths))}: {e}") from e
+        return load_roots([str(p) for p in paths])
+    except ReportUnreadable as e:
+        raise SigningSetupError(str(e)) from e
 
 
 def tsa_trust_roots(*, paths: Sequence[Path | str] | None = None) -> list[asn1_x509.Certificate]:
     """Roots a timestamp token may chain to: explicit paths or ``SIGNING_TSA_TRUST_ROOTS``."""
-    from pyhanko.keys import load_certs_from_pemder
-
     if paths is None:
         paths = list(_settings_value("SIGNING_TSA_TRUST_ROOTS", []) or [])  # type: ignore[call-overload]
     try:
-        return list(load_certs_from_pemder([str(p) for p in paths]))
-    except (OSError, ValueError) as e:
-        raise SigningSetupError(f"cannot load TSA trust roots {list(map(str, paths))}: {e}") from e
+        return load_roots([str(p) for p in paths])
+    except ReportUnreadable as e:
+        raise SigningSetupError(f"timestamp authority: {e}") from e
 
 
 # --- signing and verifying -----------------------------------------------------------------

@@ -5,11 +5,12 @@ a cheap look at a file's structure before any parsing or cryptography. Pure help
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from asn1crypto import x509 as asn1_x509
+
+from acceptance_core.pdf import structure_problem
 
 CUSTOMER_SIGNATURE_FIELD = "CustomerSignature"
 
@@ -34,24 +35,10 @@ _HIDDEN, _NO_VIEW = 2, 32  # annotation flags
 
 
 def pdf_structure_problem(data: bytes) -> str:
-    """Why ``data`` is not worth handing to the PDF parser, "" when it looks like a PDF: the
-    header, a final ``startxref`` pointing at a cross-reference section, and ``%%EOF`` at the
-    end. Cheap (it reads the first and last kilobytes) so junk is refused before any parsing
-    or cryptography."""
-    if b"%PDF-" not in data[:1024]:
-        return "not a PDF file"
-    tail = data[-2048:]
-    if b"%%EOF" not in tail[-1024:]:
-        return "not a complete PDF file (no %%EOF marker at its end)"
-    found = list(re.finditer(rb"startxref\s+(\d{1,12})\s+%%EOF", tail))
-    match = found[-1] if found else None
-    if match is None:
-        return "not a complete PDF file (no startxref before its end)"
-    offset = int(match.group(1))
-    if offset >= len(data) or not re.match(rb"\s*(xref|\d+\s+\d+\s+obj)",
-                                           data[offset:offset + 64]):
-        return "not a well-formed PDF file (startxref does not point at a cross-reference table)"
-    return ""
+    """Why ``data`` is not worth handing to the PDF parser, "" when it looks like a PDF (the
+    verifier's cheap look, ``acceptance_core.pdf.structure_problem``: the same words in the
+    service and on an auditor's laptop)."""
+    return structure_problem(data)
 
 
 # A countersignature whose customer has no registered certificate is neither trusted nor

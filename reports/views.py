@@ -169,7 +169,7 @@ def _verification(request, data: bytes, filename: str) -> dict:
     return {
         "filename": filename, "verdict": verdict, "words": words,
         "valid": _yes_no(result.valid), "intact": _yes_no(result.intact),
-        "trusted": _yes_no(result.trusted), "signer": result.signer or "—",
+        "trusted": _trust_words(result.intact, result.trusted), "signer": result.signer or "—",
         "signed_at": date_format(result.signed_at.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
         if result.signed_at else "—",
         "summary": result.summary, "sha256": sha256,
@@ -179,7 +179,8 @@ def _verification(request, data: bytes, filename: str) -> dict:
             if sig.signed_at else "—",
             "timestamp": date_format(sig.timestamp.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
             if sig.timestamp else "", "intact": _yes_no(sig.intact),
-            "trusted": _yes_no(sig.trusted), "party": _party_words(sig.party),
+            "trusted": _trust_words(sig.intact, sig.trusted),
+            "party": _party_words(sig.party) if sig.intact else _("not judged"),
             "coverage": _("the whole document") if sig.whole_file else sig.later_changes,
         } for sig in result.signatures],
         "modified": _yes_no(result.modified_after_signing),
@@ -190,6 +191,14 @@ def _verification(request, data: bytes, filename: str) -> dict:
                           and getattr(result.evidence, "simulated", False)),
         "known": _known_text(known) if known else "",
     }
+
+
+def _trust_words(intact: bool, trusted: bool) -> str:
+    """A broken signature's chain is not judged (pyHanko does not): "no" read as if the
+    signer were a stranger when only the file was changed."""
+    if not intact:
+        return _("not judged: the signature does not match the file")
+    return _yes_no(trusted)
 
 
 def _party_words(party: str) -> str:

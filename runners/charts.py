@@ -174,7 +174,10 @@ def bar_chart(*, key: str, title: str, unit: str, points: list[Point],
         for point in members:
             end = x_of(max(point.value, 0.0))
             text = show(point.value)
-            inside = end - LABEL_W > INSIDE_MIN_W
+            # inside the bar when its value fits there (12 px text: about 7 px a character)
+            # or would run past the chart's right edge outside it
+            text_w = max(INSIDE_MIN_W, 7 * len(text) + 10)
+            inside = end - LABEL_W > text_w or end + 4 + text_w > WIDTH
             chart.bars.append(Bar(
                 series=point.series, x=LABEL_W, y=round(y, 1),
                 width=round(max(end - LABEL_W, 0.5), 1), height=BAR_H, value_text=text,

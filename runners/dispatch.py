@@ -277,6 +277,10 @@ def node_jobs_dispatch(*, gate_run_id: int) -> int:
 
 
 def _node_jobs_send(gate_run_id: int) -> int:
+    unsent = NodeJob.objects.filter(gate_run_id=gate_run_id, dispatched_at__isnull=True,
+                                    state=NodeJob.State.QUEUED)
+    if not unsent.exists():  # every job's end asks: one query when nothing waits (issue 17)
+        return 0
     gate_run = GateRun.objects.select_related("gate__engagement").get(id=gate_run_id)
     if gate_run.cancel_requested_at:
         return 0
@@ -288,8 +292,7 @@ def _node_jobs_send(gate_run_id: int) -> int:
             state__in=[NodeJob.State.QUEUED, *NodeJob.ACTIVE]).count()
         if in_flight >= limit:
             return sent
-        candidate = NodeJob.objects.filter(gate_run_id=gate_run_id, dispatched_at__isnull=True,
-                                           state=NodeJob.State.QUEUED).order_by("id").first()
+        candidate = unsent.order_by("id").first()
         if candidate is None:
             return sent
         if NodeJob.objects.filter(id=candidate.id, dispatched_at__isnull=True).update(

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from acceptance.logging import log_context_add
 from acceptance.models import Node
-from runners import intake
+from runners import intake, ledger
 from runners.barrier import BarrierBroken, barrier_wait
 from runners.control import kill_fresh
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
@@ -31,7 +31,7 @@ from runners.lease import LeaseLost, db_retry, first_line, held, job_claim, leas
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS
-from runners.plans import node_steps
+from runners.plans import PlanError, node_steps
 from runners.probes import Probe, ProbeParameterError, kill_command, probe
 from runners.probes.base import NODE_ROOT, scratch_command
 from runners.transport import (
@@ -125,8 +125,8 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
 def _save(ctx: _JobContext, run: ProbeRun, fields: list[str], rows: list[Measurement]) -> None:
     def save() -> None:
         with held(ctx.job):
-            run.save(update_fields=fields)
-            intake.measurements_insert(run, rows)
+            ledger.probe_run_update(run, fields)
+            intake.measurements_write(run, rows)
 
     db_retry(save, what=f"probe run {run.id}")
 
@@ -190,7 +190,7 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     with held(job) as cancelled:  # a probe starts only on a job still this worker's
         if cancelled and cancellable:  # rolled back: no run row, nothing sent to the node
             raise CommandCancelled("cancelled before the next probe")
-        run.save()
+        ledger.probe_run_insert(run)
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
     recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15
@@ -304,9 +304,11 @@ def node_job_execute(*, node_job_id: int) -> None:
     log_context_add(engagement=gate_run.gate.engagement.name, gate_run=gate_run.id,
                     node=job.node.name)
     logger.info("node job %s started", job.id)
-    steps = node_steps(gate_run.gate, job.node)
     pending: dict[tuple, tuple] = {}  # undo steps owed: (probe, parameters) -> (spec, values)
     try:
+        # a plan changed after its launch was checked: the job fails naming the step, never a
+        # worker's traceback left to be declared lost
+        steps = node_steps(gate_run.gate, job.node)
         with SSHConnection(job.node.ssh_target()) as connection:
             lease_renew(job, state=NodeJob.State.RUNNING)
             ctx = _JobContext(job, connection, {})
@@ -355,6 +357,9 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "scratch", str(error)
     except BarrierBroken as error:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "barrier", str(error)
+    except PlanError as error:
+        job.state, job.error_kind = NodeJob.State.FAILED, "plan"
+        job.error = f"the gate's probe plan: {error}"
     except TransportError as error:
         state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
         job.state, job.error_kind, job.error = state, error.kind, str(error)

@@ -31,7 +31,7 @@ from runners.control import (
 from runners.dispatch import gate_run_rerun_node, gate_run_start, gate_run_unsent_fail
 from runners.doorbell import BrokerUnavailable, broker_check, ring
 from runners.models import GateRun
-from runners.plans import node_steps
+from runners.plans import PlanError, node_steps
 from runners.probes import PROBES
 from runners.soak.driver import soak_recover, soak_start
 from runners.soak.plan import SoakPlanError
@@ -79,6 +79,18 @@ def probe_timeouts_check(*, gate: Gate, probe_timeouts: dict[str, int]) -> None:
                "planned": ", ".join(sorted(planned)) or _("none")})
 
 
+def plan_check(*, gate: Gate) -> None:
+    """``gate``'s probe plan expands for every node of its engagement: a malformed step (the
+    read-back's ``planned_nodes`` 0, ``min_overlap_s`` "x") is LaunchInvalid("plan") naming it,
+    before anything is created, not a worker's traceback after."""
+    try:
+        for node in gate.engagement.nodes.all():
+            node_steps(gate, node)
+    except PlanError as error:
+        raise LaunchInvalid("plan", _("%(gate)s's probe plan: %(error)s")
+                            % {"gate": gate.code, "error": error}) from None
+
+
 def gate_launch(*, gate: Gate, started_by: str, reason: str = "", confirmed: bool = False,
                 probe_timeouts: dict[str, int] | None = None, node: str = "",
                 rerun_of: GateRun | None = None) -> GateRun:
@@ -116,6 +128,7 @@ def _launch(*, gate: Gate, started_by: str, reason: str, confirmed: bool,
                               confirmed=confirmed)
         except SoakPlanError as error:
             raise LaunchInvalid("plan", str(error)) from None
+    plan_check(gate=gate)
     if node:
         previous = rerun_of or gate.runs.order_by("-attempt").first()
         if previous is None:

@@ -51,12 +51,18 @@ class OutputRecorder:
         self._carry = b""  # end of stderr so far, so the marker is found across pieces
         self.last_flush = self.last_cancel_check = time.monotonic()
         self.progress: float | None = None
+        self._heard = False  # any output yet
+        self._flushed: tuple = (0, 0, None)  # sizes and progress the row has
 
     @property
     def stderr_tail(self) -> bytes:
         return bytes(self.files["stderr"].tail)
 
     def on_output(self, stream: str, data: bytes) -> None:
+        if not self._heard:  # the flush clock starts with the first output (issue 17: a
+            # command that answered within FLUSH_SECONDS of its start writes no live flush,
+            # however long the connection took to open its channel on a loaded worker)
+            self._heard, self.last_flush = True, time.monotonic()
         fits = self.files[stream].write(data)
         if stream == "stderr":
             if not self.simulated:
@@ -88,10 +94,16 @@ class OutputRecorder:
 
         One fenced statement: the sizes are written only while the job is still this worker's
         (a worker whose job was declared lost stores nothing more: ``LeaseLost`` stops the
-        command); the job's own heartbeat is written at most every ``HEARTBEAT_EVERY_S``."""
+        command); the job's own heartbeat is written at most every ``HEARTBEAT_EVERY_S``. With
+        nothing new since the last flush only the heartbeat is due (it is fenced too)."""
         self.last_flush = time.monotonic()
         for file in self.files.values():
             file.flush()
+        now = (self.files["stdout"].size, self.files["stderr"].size, self.progress)
+        if now == self._flushed and not self.capped:  # nothing new for readers: the job's
+            heartbeat(self.job)  # heartbeat alone (at most one write per HEARTBEAT_EVERY_S)
+            return
+        self._flushed = now
         ours = NodeJob.objects.filter(id=self.job.id, lease=self.job.lease,
                                       state__in=NodeJob.ACTIVE)
         if not ProbeRun.objects.filter(id=self.run.id).filter(Exists(ours)).update(

@@ -264,7 +264,13 @@ class Measurement(models.Model):
         indexes = [models.Index(fields=["gate_run", "metric"]),
                    # the run page's order: a deep page of 100 000 is an index walk, not a sort
                    models.Index(fields=["gate_run", "metric", "node", "id"],
-                                name="measurement_run_page")]
+                                name="measurement_run_page"),
+                   # the API's cursor pages filtered by metric or by run: ``WHERE metric = …
+                   # AND id > … ORDER BY id`` is a range of one index whatever the planner's
+                   # statistics say (before ANALYZE had seen a bulk insert, a filtered deep
+                   # page at 1 M rows sorted 25 000 rows: 50–140 ms in the database)
+                   models.Index(fields=["metric", "id"], name="measurement_metric_keyset"),
+                   models.Index(fields=["gate_run", "id"], name="measurement_run_keyset")]
 
     def __str__(self) -> str:
         return f"{self.metric}={self.value:g} {self.unit} {self.labels}"

@@ -115,7 +115,7 @@ def _size_text(size: int) -> str:
 
 
 def _detail(run: ProbeRun) -> str:
-    parts = [f"{k} {v}" for k, v in run.labels.items()]
+    parts = [f"{k} {v}" for k, v in run.labels.items() if v not in ("", None)]
     if run.arm and "arm" not in run.labels:
         parts.insert(0, f"arm {run.arm}")
     for key in ("device", "controller"):

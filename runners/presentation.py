@@ -33,8 +33,9 @@ class MeasurementRow:
 
 
 def labels_text(labels: dict[str, str]) -> str:
-    """``arm array · round 2``: a measurement's labels, sorted by name."""
-    return " · ".join(f"{k} {v}" for k, v in sorted(labels.items()))
+    """``arm array · round 2``: a measurement's labels, sorted by name; a label without a
+    value is left out (a bare "model" read as a word of the text)."""
+    return " · ".join(f"{k} {v}" for k, v in sorted(labels.items()) if v not in ("", None))
 
 
 def measurement_row(measurement: Measurement, *, simulated: bool,

@@ -25,7 +25,8 @@ from gates.services import engagement_create
 class ArrayInputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Array
-        fields = ["model", "serial", "expected_drive_count", "link_speed_mbps", "layout"]
+        fields = ["model", "serial", "expected_drive_count", "drive_model", "link_speed_mbps",
+                  "layout"]
 
 
 class EngagementCreateSerializer(serializers.Serializer):

@@ -36,7 +36,13 @@ from acceptance.api.engagement_create import EngagementCreateMixin
 from acceptance.api.errors import Conflict, ServiceUnavailable
 from acceptance.api.pagination import LedgerCursorPagination
 from acceptance.models import AuditEntry, Engagement
-from acceptance.permissions import Role, engagement_for, engagements_for, has_role
+from acceptance.permissions import (
+    Role,
+    engagement_for,
+    engagements_for,
+    has_role,
+    sees_every_engagement,
+)
 from gates.models import Criterion, CriterionVerdict, Decision, Gate
 from gates.services import GateRefused, ThresholdInvalid, criterion_threshold_edit
 from reports.api import ReportActionsMixin, ReportVersionSerializer
@@ -117,9 +123,18 @@ class ScopedViewSet(ReadOnlyModelViewSet):
     def base_queryset(self) -> QuerySet:
         raise NotImplementedError
 
+    def scope(self, queryset: QuerySet, visible: QuerySet[Engagement]) -> QuerySet:
+        """``queryset`` limited to the rows of the ``visible`` engagements."""
+        return queryset.filter(**{f"{self.engagement_path}__in": visible})
+
     def get_queryset(self) -> QuerySet:
-        visible = engagements_for(self.request.user)
-        queryset = self.base_queryset().filter(**{f"{self.engagement_path}__in": visible})
+        queryset = self.base_queryset()
+        if not sees_every_engagement(self.request.user):
+            # For staff the filter is true of every row, but its joins (up to the engagement)
+            # let the planner start from the runs and sort what it found: with a million
+            # measurements a filtered cursor page read every row of the matching runs
+            # (25 000 at 1 M) instead of walking the primary key to its 101 rows.
+            queryset = self.scope(queryset, engagements_for(self.request.user))
         if self.action == "list":
             for name, (lookup, kind, _) in self.list_filters.items():
                 value = _query_value(self.request, name, kind)
@@ -457,6 +472,14 @@ class MeasurementViewSet(CSVListMixin, ScopedViewSet):
     @staticmethod
     def csv_rows(queryset):
         return exports.MEASUREMENT_HEADER, exports.measurement_rows(queryset)
+
+    def scope(self, queryset, visible):
+        # The visible runs' ids first (a customer has a few runs), then the list: joined up to
+        # the engagement, or as a semi-join, the planner (before ANALYZE has seen a bulk
+        # insert) read every row of those runs and sorted them (first page at 1 M rows
+        # 450-600 ms, a deep one 50 ms); with the ids it walks the key (0.1 ms).
+        runs = GateRun.objects.filter(gate__engagement__in=visible)
+        return queryset.filter(gate_run_id__in=list(runs.values_list("id", flat=True)))
 
     def base_queryset(self):
         return (Measurement.objects.select_related("node")

@@ -279,6 +279,7 @@ def engagement_page(engagement: Engagement, *, today: date, can_manage: bool,
     ]
     arrays = [
         {"model": a.model, "serial": a.serial, "drives": a.expected_drive_count,
+         "drive_model": a.drive_model,
          "link": f"{a.link_speed_mbps / 1000:g} Gb/s", "layout": a.get_layout_display(),
          "raid0": a.layout == a.Layout.RAID0}
         for a in engagement.arrays.order_by("serial")

@@ -53,6 +53,21 @@ AUDIT_ACTION_WORDS = {
     "BOM item changed": gettext_lazy("BOM item changed"),
     "BOM item removed": gettext_lazy("BOM item removed"),
     "BOM uploaded": gettext_lazy("BOM uploaded"),
+    "business parameters changed": gettext_lazy("business parameters changed"),
+    "fault target confirmed": gettext_lazy("fault target confirmed"),
+    "gates seeded": gettext_lazy("gates seeded"),
+    "lab soak prepared": gettext_lazy("lab soak prepared"),
+    "reference profile changed": gettext_lazy("reference profile changed"),
+    "soak plan changed": gettext_lazy("soak plan changed"),
+    # stored under their machine keys (reports.services, acceptance.people)
+    "report_reissue": gettext_lazy("report re-issued"),
+    "report_signoff": gettext_lazy("report signed off"),
+    "report_countersigned": gettext_lazy("report countersigned"),
+    "report_recovered": gettext_lazy("report recovered"),
+    "final_report": gettext_lazy("final report issued"),
+    "customer_certificate": gettext_lazy("customer certificate registered"),
+    "webhook_set": gettext_lazy("webhook set"),
+    "webhook_remove": gettext_lazy("webhook removed"),
 }
 ORIGIN_WORDS = {"ssh": gettext_lazy("collected over SSH"),
                 "imported": gettext_lazy("imported evidence bundle")}

@@ -52,6 +52,12 @@ def plan_text_parse(text: str) -> dict:
     except json.JSONDecodeError as error:
         raise PlanEditRefused("plan", f"the plan is not valid JSON: {error.msg} at line "
                                       f"{error.lineno}, column {error.colno}") from None
+    except ValueError:  # Python refuses integers of more than 4300 digits while parsing
+        raise PlanEditRefused("plan", "the plan is not valid JSON: a number in it has more "
+                                      "than 4300 digits") from None
+    except RecursionError:
+        raise PlanEditRefused("plan", "the plan is not valid JSON: it is nested too "
+                                      "deeply") from None
     if not isinstance(plan, dict):
         raise PlanEditRefused("plan", "the plan must be a JSON object")
     return plan

@@ -205,20 +205,22 @@ def _bound(key: str, spec: evaluation.CriterionSpec | None, baseline: float | No
     return (spec.threshold, f"limit {measurement_text(spec.threshold, spec.unit)}")
 
 
-def soak_charts(soak: Soak, *, simulated: bool | None = None, width: int = charts.WIDTH
-                ) -> list[dict]:
+def soak_charts(soak: Soak, *, simulated: bool | None = None, width: int = charts.WIDTH,
+                max_points: int = CHART_POINTS) -> list[dict]:
     """The soak's charts: ``[{"metric", "title", "unit", "svg", "legend": [{"node",
-    "colour"}], "points", "baseline" (canonical unit or None), "bound_text"}]``."""
+    "colour"}], "points", "baseline" (canonical unit or None), "bound_text"}]``; at most about
+    ``max_points`` points a chart (the report draws fewer than the page)."""
     simulated = is_simulated(soak) if simulated is None else simulated
     specs = _specs(soak)
     gaps = queries.soak_gaps(soak)
     count = int(soak.plan["steady_state"]["baseline_windows"])
-    folded = queries.soak_chart_series(soak)
+    # the page's bound: the chart buckets folded at collection; another (the report's): here
+    folded = queries.soak_chart_series(soak) if max_points == CHART_POINTS else None
     out = []
     for metric, title, key in CHARTS:
         title = str(title)
         series = folded[metric] if folded is not None else queries.soak_series(
-            soak, metric, max_points=CHART_POINTS)
+            soak, metric, max_points=max_points)
         values = ([p["value"] for p in series["points"]][:count]
                   if all(p["windows"] == 1 for p in series["points"])
                   else queries.soak_first_values(soak, metric, count))

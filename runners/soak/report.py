@@ -22,6 +22,11 @@ from runners.soak.models import Soak
 from runners.soak.plan import real_s
 
 REPORT_CHART_WIDTH = 720  # viewBox width: printed across the A4 text width
+#: Points a chart of the report draws at most, all nodes together (each a bucket's worst
+#: window): about one per unit of the printed width; WeasyPrint draws every SVG element, and
+#: 2400 points took 9 s of a site-scale report.
+REPORT_CHART_POINTS = 720
+CHART_NODES_NAMED = 8
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,14 @@ class ReportChart:
     svg: str
     points: int
     nodes: tuple[str, ...] = ()
+
+    @property
+    def nodes_text(self) -> str:
+        """The nodes drawn, by name up to :data:`CHART_NODES_NAMED`, else counted (a title
+        line that grew with the nodes would add a line per few nodes to every chart)."""
+        if len(self.nodes) > CHART_NODES_NAMED:
+            return _("all %(n)s nodes") % {"n": len(self.nodes)}
+        return ", ".join(self.nodes)
 
 
 @dataclass(frozen=True)
@@ -129,8 +142,8 @@ def soak_report_section(decision: Decision) -> SoakReportSection | None:
     simulated = presentation.is_simulated(soak)
     progress = queries.soak_progress(soak)
     charts = []
-    for chart in presentation.soak_charts(soak, simulated=simulated,
-                                          width=REPORT_CHART_WIDTH):
+    for chart in presentation.soak_charts(soak, simulated=simulated, width=REPORT_CHART_WIDTH,
+                                          max_points=REPORT_CHART_POINTS):
         charts.append(ReportChart(chart["metric"], chart["title"], chart["unit"], chart["svg"],
                                   chart["points"], tuple(x["node"] for x in chart["legend"])))
     faults = []

@@ -229,6 +229,12 @@ def _hop_connect(hop: _Hop, sock: paramiko.Channel | None) -> paramiko.SSHClient
     transport = client.get_transport()
     if transport is not None and t.keepalive_s > 0:
         transport.set_keepalive(max(1, round(t.keepalive_s)))
+    if transport is not None:
+        # paramiko's thread wakes on its socket's timeout (0.1 s) to look for its own shutdown
+        # and keepalives: about 40 µs of CPU a wake-up, 25 ms a second for 64 open sessions
+        # (issue 17). Set up, the session's thread wakes every IDLE_POLL_S; data wakes it at
+        # once, and a closed transport's thread ends within that.
+        transport.sock.settimeout(IDLE_POLL_S)
     return client
 
 
@@ -256,6 +262,9 @@ def _chain_connect(hops: list[_Hop]) -> list[paramiko.SSHClient]:
             client.close()
         raise
     return clients
+
+
+IDLE_POLL_S = 1.0  # seconds between the wake-ups of an idle session's transport thread
 
 
 def backoff_delay(retry: int) -> float:
@@ -401,7 +410,13 @@ class SSHConnection:
                         f"{self.target.name}: command still running after {timeout:g} s"
                     )
                 self._keepalive_check(transport, heard)
-                select.select([channel], [], [], min(remaining, 1.0))
+                if channel.eof_received:
+                    # Both streams are closed, so the channel's pipe reads as ready for good
+                    # (a select would return at once, a loop spinning on the CPU): wait for the
+                    # exit status itself.
+                    channel.status_event.wait(min(remaining, 1.0))
+                else:
+                    select.select([channel], [], [], min(remaining, 1.0))
             exit_code = channel.recv_exit_status()
             if exit_code == -1 and self._session_died(transport):
                 raise Unreachable(f"{self.target.name}: the SSH session was lost during the "

@@ -31,16 +31,18 @@ def test_it_creates_the_engagement_and_says_so_in_one_line(db, capsys):
     code, out, err = run(capsys, "acme-prod", "--customer", "Acme", "--start-date",
                          "2026-11-02", "--language", "zh-hans", "--actor", "pat",
                          "--array", "serial=FX100-0001,layout=raid6",
-                         "--array", "serial=FX100-0002, drives=12, link=200000, model=FX200")
+                         "--array", "serial=FX100-0002, drives=12, link=200000, model=FX200, "
+                         "drive_model=KCM6DRUL7T68")
     assert (code, err) == (0, "")
     assert out == ("acme-prod created for Acme with 2 array(s); due: G1 2026-11-16, "
                    "G2 2026-11-30, G3 2026-12-21, G4 2027-01-11\n")
     engagement = Engagement.objects.get(name="acme-prod")
     assert engagement.report_language == "zh-hans"
     assert list(engagement.arrays.order_by("serial").values_list(
-        "serial", "model", "expected_drive_count", "link_speed_mbps", "layout")) == [
-        ("FX100-0001", "FX100", 24, 100000, "raid6"),
-        ("FX100-0002", "FX200", 12, 200000, "other")]
+        "serial", "model", "expected_drive_count", "link_speed_mbps", "layout",
+        "drive_model")) == [
+        ("FX100-0001", "FX100", 24, 100000, "raid6", ""),
+        ("FX100-0002", "FX200", 12, 200000, "other", "KCM6DRUL7T68")]
     assert [g.defaults_sha256 for g in engagement.gates.order_by("order")] == [
         definition_sha256(d) for d in DEFAULT_GATES]
     entry = engagement.audit.get()
@@ -57,7 +59,14 @@ def test_it_creates_the_engagement_and_says_so_in_one_line(db, capsys):
     (["acme-prod", "--customer", "", "--start-date", "2026-11-02"],
      "CommandError: not created: customer: give the customer organisation's name"),
     (["acme-prod", "--customer", "Acme", "--start-date", "2026-11-02", "--reference-profile",
-      "R9"], "CommandError: not created: reference_profile: Value 'R9' is not a valid choice."),
+      "R9"], "CommandError: not created: reference_profile: reference profile 'R9' is unknown; "
+     "known: R1-c16, R2-c8, R2-c16, R2-c32, R3-tp4x2"),
+    (["acme-prod", "--customer", "Acme", "--start-date", "2026-11-02", "--reference-profile",
+      ""], "CommandError: not created: reference_profile: reference profile '' is unknown; "
+     "known: R1-c16"),
+    (["acme-prod", "--customer", "New Co", "--start-date", "2026-11-02", "--reference-profile",
+      "R1-c16"], "CommandError: not created: reference_profile: reference profile R1-c16 (R1) "
+     "has no local-NVMe output throughput"),
     (["acme-prod", "--customer", "Acme", "--start-date", "2026-11-02", "--array",
       "serial=A,drives=none"],
      "CommandError: not created: arrays[1].expected_drive_count: “none” value must be an "

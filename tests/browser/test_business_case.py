@@ -76,7 +76,8 @@ def test_pm_enters_the_case_customer_sees_it_and_the_final_report_matches(
             page.fill(f"#bp-{name}", value)
     page.get_by_role("button", name="Save (recorded in the audit trail)").click()
     page.wait_for_load_state()
-    assert "resume_share: 7 is outside 0 … 1 (share 0–1)" in page.content()
+    assert "share of tokens from long-context resumes: 7 is outside 0 … 1 (share 0–1)" \
+        in page.content()
     page.fill("#bp-resume_share", PARAMETERS["resume_share"])
     page.get_by_role("button", name="Save (recorded in the audit trail)").click()
     page.wait_for_load_state()
@@ -113,4 +114,5 @@ def test_pm_enters_the_case_customer_sees_it_and_the_final_report_matches(
     section_text = pdf[pdf.index("Business case"):]
     for figure in shown:
         assert figure in section_text, figure
-    assert re.search(r"Measurements used: \d+", section_text)
+    assert re.search(r"Measurements used \(ids, as on the run pages and in the API\): \d+",
+                     section_text)

@@ -72,6 +72,27 @@ def test_bad_parameters_are_refused_naming_the_field(engagement_a, field, value,
     assert not AuditEntry.objects.filter(action="business parameters changed").exists()
 
 
+@pytest.mark.parametrize("field,value,words", [
+    ("nodes", True, "nodes: True is not a number (nodes)"),
+    ("arrays", False, "arrays: False is not a number (arrays)"),
+    ("currency", 0, "currency: 0 is not a currency code"),
+    ("currency", False, "currency: False is not a currency code"),
+    ("resume_share", "nan", "resume_share: 'nan' is not a finite number (share 0–1)"),
+    ("tokens_per_day", "-inf", "tokens_per_day: '-inf' is not a finite number"),
+    ("array_price", "1e400", "array_price: '1e400' is not a finite number"),
+    pytest.param("nodes", 10 ** 400, "nodes: 1000", id="nodes-10**400"),
+])
+def test_json_values_that_are_not_numbers_are_refused(engagement_a, field, value, words):
+    parameters_save(engagement=engagement_a, actor="pat-pm", data=PARAMS)
+    with pytest.raises(ParameterInvalid) as refusal:
+        parameters_save(engagement=engagement_a, actor="pat-pm", data={field: value})
+    assert str(refusal.value).startswith(words)
+    assert str(refusal.value).count("\n") == 0
+    row = engagement_a.business_parameters
+    row.refresh_from_db()
+    assert (row.nodes, row.arrays, row.currency, row.resume_share) == (22, 2, "CNY", 1.0)
+
+
 def test_an_empty_parameter_is_named_missing(engagement_a):
     g3_decide(engagement_a)
     parameters_save(engagement=engagement_a, actor="pat-pm",
@@ -100,6 +121,9 @@ def test_api_get_and_what_if_post_which_is_not_stored(engagement_a, customer_a, 
     assert next(s for s in what_if.json()["scenarios"]
                 if s["name"] == "expected")["gpus_array"] == 8 * 31  # 200e6 ÷ 6 471 360 = 30.9
     assert api(pm).get(url).json()["parameters_used"]["tokens_per_day"] == 100e6  # not stored
+    for body in ({"nodes": True}, {"currency": False}):
+        refused = api(pm).post(url, body, format="json")
+        assert refused.status_code == 400, body
     refused = api(pm).post(url, {"resume_share": 2}, format="json")
     assert refused.status_code == 400
     assert refused.json()["detail"].startswith("resume_share: 2 is outside 0 … 1")

@@ -121,7 +121,13 @@ def test_it_derives_line_efficiency_per_node_from_bandwidth_and_link_speed():
 
 
 def test_a_controller_without_drives_says_so_not_model_quote_quote():
-    derived = derive_array_drives([], {"ctl-1": ArrayDrives("fx100-a", "", 24)})
+    plans = {"ctl-1": ArrayDrives("fx100-a", "", 24)}
+    # a run without the controller's drive inventory (G2's fio run) counts nothing
+    assert derive_array_drives([sample(1, "line_efficiency", 0.9, "ratio", "ctl-1")], plans) == []
+    # the inventory ran and listed no drive: 0 counted
+    listed = [sample(2, "drive_count", 0, node="ctl-1"), sample(3, "namespace_count", 0,
+                                                                node="ctl-1")]
+    derived = derive_array_drives(listed, plans)
     assert [(d.metric, d.value) for d in derived] == [("drive_count", 0.0)]
     assert derived[0].labels["detail"] == ("array fx100-a: no drive seen on its controller, 24 "
                                            "expected (the array names no drive model)")

@@ -8,7 +8,15 @@ import pytest
 from django.utils import translation
 
 from gates.defaults import DEFAULT_GATES
-from gates.plain import NBSP, Figure, headline, plain_sentence, reports_named, source_words
+from gates.plain import (
+    NBSP,
+    Figure,
+    headline,
+    percent,
+    plain_sentence,
+    reports_named,
+    source_words,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +118,7 @@ def test_a_figure_against_its_reference():
     text = plain_sentence(snapshot=CRITERIA["baseline-ttft"], description="…", measured=17.9,
                           unit="s", figures=[Figure("ttft_p50", 17.9, "s")])
     # 17.9 ÷ 17.31 − 1 = +3.4 %
-    assert _plain(text) == ("TTFT p50 17.9 s vs the reference 17.3 s (+3 %); required: within "
+    assert _plain(text) == ("TTFT p50 17.9 s vs the reference 17.3 s (+3.4 %); required: within "
                             "±10 % of 17.3 s")
 
 
@@ -128,13 +136,17 @@ def test_a_count_that_must_be_zero_names_what_is_counted():
     # as if no item was delivered; the figure's own name says what the 0 counts
     text = plain_sentence(snapshot=CRITERIA["bom-complete"], description="Every item ticked",
                           measured=0, unit="1")
-    assert text == "Bill-of-materials items not yet delivered and ticked: 0; required: none"
+    assert text == ("Bill-of-materials items not yet delivered and ticked: 0; required: 0 (none "
+                    "allowed)")
     two = plain_sentence(snapshot=CRITERIA["self-test"], description="…", measured=2, unit="1")
-    assert two == "Drives whose self-test did not complete and pass: 2; required: none"
+    assert two == "Drives whose self-test did not complete and pass: 2; required: 0 (none allowed)"
     with translation.override("zh-hans"):
         chinese = plain_sentence(snapshot=CRITERIA["bom-complete"], description="…",
                                  measured=1, unit="1")
-    assert chinese == "尚未交付并勾选的物料清单项：1；要求：无"
+    assert chinese == "尚未交付并勾选的物料清单项：1；要求：0（一个也不允许）"
+    absent = plain_sentence(snapshot=CRITERIA["self-test"], description="Every drive passed",
+                            measured=None, unit="1")
+    assert absent == "Every drive passed: not measured; required: 0 (none allowed)"
 
 
 def test_the_sentence_reads_in_simplified_chinese():
@@ -161,6 +173,8 @@ def test_page_one_leads_with_comparisons_and_checks_not_met():
 @pytest.mark.parametrize("source, shown", [
     ("DOMAIN.md G1: BOM checklist ticked by the PM", "BOM checklist ticked by the PM"),
     ("RUNBOOK §3.2: a failed fio job cannot count", "A failed fio job cannot count"),
+    ("fio: a job that reads the array", "fio: a job that reads the array"),
+    ("vllm bench serve: its median TTFT", "vllm bench serve: its median TTFT"),
     ("DOMAIN.md G3; R2: −26 % … −32 %", "R2: −26 % … −32 %"),
     ("DOMAIN.md repeatability; R3: two rounds within 5 %", "R3: two rounds within 5 %"),
     ("issue 16: vLLM's TTFT counts successful requests only",
@@ -181,3 +195,9 @@ def test_every_default_source_reads_without_internal_documents():
         shown = source_words(criterion["source"])
         assert shown and not any(word in shown for word in ("DOMAIN", "RUNBOOK", "METRICS",
                                                             "issue ")), shown
+
+
+def test_small_percentages_keep_a_decimal_whole_ones_do_not():
+    # G3's round deviation 0.015 was "2 %" on page 1 beside "0.015" in the criteria table
+    assert [_plain(percent(v)) for v in (0.015, 0.05, 0.31, -0.034, 0.0)] == [
+        "1.5 %", "5 %", "31 %", "−3.4 %", "0 %"]

@@ -8,6 +8,9 @@ import os
 import threading
 
 import pytest
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.utils.module_loading import import_string
 
 from acceptance import logging as acceptance_logging
 from acceptance.logging import ContextFilter, json_formatter, log_context, log_context_add
@@ -67,3 +70,30 @@ def test_threads_keep_their_own_ids(logged):
 def test_it_refuses_an_unknown_id_name():
     with pytest.raises(ValueError, match="unknown log context keys: password"):
         log_context_add(password="x")
+
+
+def test_a_refused_request_logs_one_line_and_a_server_error_its_traceback():
+    # The handler as settings.LOGGING builds it: a 403 page (another role) logged a whole
+    # PermissionDenied traceback on the console each time
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    for name in ("ids", "client_errors"):
+        spec = dict(settings.LOGGING["filters"][name])
+        handler.addFilter(import_string(spec.pop("()"))(**spec))
+    assert name in settings.LOGGING["handlers"]["console"]["filters"]
+    logger = logging.getLogger("tests.production.request")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for status, error in ((403, PermissionDenied("Only a project manager may do this.")),
+                              (500, RuntimeError("boom"))):
+            try:
+                raise error
+            except Exception:
+                logger.warning("Forbidden: /engagements/x/", exc_info=True,
+                               extra={"status_code": status})
+    finally:
+        logger.removeHandler(handler)
+    forbidden, failed = stream.getvalue().split("Forbidden: /engagements/x/\n", 2)[1:]
+    assert forbidden == ""
+    assert "Traceback" in failed and "RuntimeError: boom" in failed

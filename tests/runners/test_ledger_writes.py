@@ -81,3 +81,131 @@ def test_the_heartbeat_writes_again_after_its_interval(db, monkeypatch):
     clock[0] += 2
     live.heartbeat(job)
     assert NodeJob.objects.get(id=job.id).heartbeat_at > old
+
+
+def test_the_executors_measurements_write_stores_what_the_orm_insert_stores(db):
+    """``measurements_write`` (the executor's plain multi-row insert) stores the same rows as
+    ``measurements_insert``: the run's gate run, node and arm, its labels merged over the
+    parser's, unit and value, in more than one statement when there are many rows."""
+    from django.utils import timezone
+
+    from runners import intake
+    from runners.models import Measurement, ProbeRun
+    from tests.runners.test_barrier import g3_run, g3_site
+
+    run = g3_run(g3_site(1))
+    node = run.node_jobs.get().node
+
+    def probe_run(arm: str) -> ProbeRun:
+        return ProbeRun.objects.create(
+            gate_run=run, node=node, probe="fio_seqread", parser="fio_json", parser_version="1",
+            command="fio", labels={"phase": "read", "device": "run's"}, arm=arm,
+            started_at=timezone.now())
+
+    def rows() -> list[Measurement]:
+        return [Measurement(metric=f"bw_{k}", value=k * 1.5, unit="B/s",
+                            labels={"device": f"/dev/nvme{k}n1", "job": "seq"})
+                for k in range(intake._WRITE_BATCH + 3)]
+
+    def stored(of: ProbeRun) -> list[tuple]:
+        return list(Measurement.objects.filter(probe_run=of).order_by("id").values_list(
+            "gate_run_id", "node_id", "metric", "value", "unit", "labels", "arm", "sampled_at",
+            "derived"))
+
+    by_orm, written = probe_run("gpu_kv"), probe_run("gpu_kv")
+    intake.measurements_insert(by_orm, rows())
+    with CaptureQueriesContext(connection) as queries:
+        assert intake.measurements_write(written, rows()) == intake._WRITE_BATCH + 3
+    assert len(queries.captured_queries) == 2  # 500 rows a statement
+    assert stored(written) == stored(by_orm)
+    first = stored(written)[0]
+    assert first[:7] == (run.id, node.id, "bw_0", 0.0, "B/s",
+                         {"device": "run's", "job": "seq", "phase": "read"}, "gpu_kv")
+    assert intake.measurements_write(written, []) == 0
+
+
+def test_the_executors_probe_run_writes_store_what_save_stores(db):
+    """``runners.ledger``'s plain insert and update store every column as the ORM's
+    ``save()`` does (JSON, bytes, datetimes, nulls), and an update of a row that is gone says
+    so."""
+    from datetime import UTC, datetime
+
+    from django.db import DatabaseError
+
+    from runners import ledger
+    from runners.models import ProbeRun
+    from tests.runners.test_barrier import g3_run, g3_site
+
+    run = g3_run(g3_site(1))
+    node = run.node_jobs.get().node
+
+    def made() -> ProbeRun:
+        return ProbeRun(gate_run=run, node=node, probe="fio_seqread", parser="fio_json",
+                        parser_version="3", command="fio --name=x", parameters={"bs": "128k"},
+                        labels={"phase": "read"}, arm="gpu_kv", remote_token="pr-1-ab",
+                        started_at=datetime(2026, 12, 4, 15, 0, 1, 250000, tzinfo=UTC))
+
+    by_orm, written = made(), made()
+    by_orm.save()
+    ledger.probe_run_insert(written)
+    assert written.pk is not None and written.pk != by_orm.pk
+
+    def stored(of: ProbeRun) -> dict:
+        row = ProbeRun.objects.filter(pk=of.pk).values().get()
+        row.pop("id")
+        return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
+
+    assert stored(written) == stored(by_orm)
+    fields = ["exit_code", "finished_at", "state", "error", "tool_version", "progress",
+              "stdout", "stdout_sha256", "stdout_size", "simulated", "labels"]
+    for one in (by_orm, written):
+        one.exit_code, one.state, one.error = 3, ProbeRun.State.FAILED, "exited with status 3"
+        one.finished_at = datetime(2026, 12, 4, 15, 0, 2, tzinfo=UTC)
+        one.tool_version, one.progress, one.stdout = "fio-3.33", 42.5, b"\x00raw"
+        one.stdout_sha256, one.stdout_size, one.simulated = "ab" * 32, 4, True
+        one.labels = {"phase": "read", "service_sent": "1.5"}
+    by_orm.save(update_fields=fields)
+    ledger.probe_run_update(written, fields)
+    assert stored(written) == stored(by_orm)
+    assert stored(written)["stdout"] == b"\x00raw" and stored(written)["exit_code"] == 3
+    ProbeRun.objects.filter(pk=written.pk).delete()
+    with pytest.raises(DatabaseError, match="no row to update"):
+        ledger.probe_run_update(written, ["state"])
+    with pytest.raises(ValueError, match="already stored"):
+        ledger.probe_run_insert(by_orm)
+
+
+def test_a_live_flush_waits_for_output_and_writes_only_what_is_new(db, monkeypatch):
+    """The flush clock starts with the first output: a command whose channel took longer than
+    FLUSH_SECONDS to open but answered at once writes no live flush (issue 17); a tick with
+    nothing new writes no size update; output arriving FLUSH_SECONDS after the first does."""
+    from django.utils import timezone
+
+    from runners.models import ProbeRun
+    from tests.runners.test_barrier import g3_run, g3_site
+
+    run = g3_run(g3_site(1))
+    job = run.node_jobs.get()
+    probe_run = ProbeRun.objects.create(gate_run=run, node=job.node, probe="fio_seqread",
+                                        parser="fio_json", parser_version="1", command="fio",
+                                        started_at=timezone.now())
+    clock = [100.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    live.heartbeat(job)  # the job's heartbeat is fresh: the ticks below owe none
+    recorder = live.OutputRecorder(probe_run, job)
+
+    def size_writes(step) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            step()
+        return sum(1 for q in queries.captured_queries
+                   if q["sql"].startswith('UPDATE "runners_proberun"'))
+
+    clock[0] += live.FLUSH_SECONDS + 0.3  # a slow channel open, nothing heard yet
+    assert size_writes(recorder.on_tick) == 0
+    assert size_writes(lambda: recorder.on_output("stdout", b"first\n")) == 0
+    clock[0] += live.FLUSH_SECONDS + 0.1
+    assert size_writes(lambda: recorder.on_output("stdout", b"second\n")) == 1
+    assert ProbeRun.objects.get(id=probe_run.id).stdout_size == len(b"first\nsecond\n")
+    clock[0] += live.FLUSH_SECONDS + 0.1
+    assert size_writes(recorder.on_tick) == 0  # nothing new since
+    recorder.discard()

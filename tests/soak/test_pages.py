@@ -173,6 +173,22 @@ def test_a_plan_edit_without_a_reason_or_valid_json_is_refused(people):
     assert "a soak is in progress" in text and plan_of(soak) == before
 
 
+def test_a_plan_json_python_cannot_hold_is_refused_in_one_line(people):
+    soak = recorded_soak()
+    GateRun.objects.filter(id=soak.gate_run_id).update(state="done")
+    url = reverse("soak-plan-edit", args=["acme-soak", "G4"])
+    before = plan_of(soak)
+    for plan, says in [
+            ('{"load": {"request_rate": 1' + "0" * 5000 + "}}",
+             "the plan is not valid JSON: a number in it has more than 4300 digits"),
+            ("[" * 100_000, "the plan is not valid JSON: it is nested too deeply")]:
+        response = people.engineer.client.post(url, {"plan": plan, "reason": "x"})
+        text = response.content.decode()
+        assert response.status_code == 200 and "Not saved, nothing changed" in text
+        assert says in text
+    assert plan_of(soak) == before
+
+
 def test_marking_a_fault_target_needs_a_confirmation_naming_node_and_target(people):
     recorded_soak()
     url = reverse("soak-target-mark", args=["acme-soak", "G4"])

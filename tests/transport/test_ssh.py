@@ -226,3 +226,35 @@ def test_it_refuses_more_than_three_jump_hosts_before_connecting():
     with pytest.raises(Unreachable, match="more than 3 jump hosts") as refused:
         SSHConnection(hop).__enter__()
     assert not refused.value.transient
+
+
+def test_waiting_for_an_exit_status_after_the_output_closed_costs_no_cpu(sshd):
+    """A command that closes stdout and stderr and then works on: the channel's pipe reads as
+    ready for good after the EOF, so waiting for the exit status must not poll it (issue 17:
+    a spinning wait cost the worker milliseconds of CPU per probe)."""
+    node = sshd("node")
+    with SSHConnection(target_of(node, "node-1")) as connection:
+        connection.run("true", timeout=20)  # the session set up first
+        cpu, wall = time.thread_time(), time.monotonic()
+        result = connection.run("echo out; exec >&- 2>&-; sleep 0.6; exit 4", timeout=20)
+        cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+    assert (result.exit_code, result.stdout) == (4, b"out\n")
+    assert wall >= 0.6
+    assert cpu < 0.1, f"{cpu * 1000:.0f} ms of CPU waiting {wall * 1000:.0f} ms for the status"
+
+
+def test_an_idle_sessions_transport_thread_wakes_once_a_second_and_still_ends(sshd):
+    """paramiko's thread polls its socket every 0.1 s (about 40 µs of CPU each, per open
+    session: issue 17); once set up, a session's socket waits IDLE_POLL_S. Commands still run
+    at once, and closing the connection ends the thread within that."""
+    from runners.transport import ssh
+
+    node = sshd("node")
+    with SSHConnection(target_of(node, "node-1")) as connection:
+        transport = connection.client.get_transport()
+        assert transport.sock.gettimeout() == ssh.IDLE_POLL_S == 1.0
+        started = time.monotonic()
+        assert connection.run("echo quick", timeout=20).stdout == b"quick\n"
+        assert time.monotonic() - started < 0.9  # not a poll interval
+    transport.join(timeout=ssh.IDLE_POLL_S + 2)
+    assert not transport.is_alive()

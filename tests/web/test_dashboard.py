@@ -61,6 +61,7 @@ def test_it_places_each_gate_on_its_due_week_with_its_state_in_words(client, pm,
     assert '<span class="badge pending">pending</span>' in page
     assert "today" in page
     assert "week 4 of 10" in page  # started three weeks ago
+    assert "<strong>1</strong> engagement</li>" in page  # one, not "1 engagements"
 
 
 def test_it_says_what_is_due_next(client, pm, engagement_a):

@@ -126,3 +126,38 @@ def test_a_changed_gate_moves_its_row_at_once(client, pm, many):
                                                       stopped_reason="G1 stopped")
     Gate.objects.filter(engagement__name="site-118", code="G1").update(state=Gate.State.STOPPED)
     assert "site-118" in names(client.get(reverse("dashboard")))[:13]
+
+
+def test_the_queries_do_not_grow_with_the_engagements_even_when_every_row_changed(client, pm,
+                                                                                  db):
+    """55 engagements (two pages) and 160 (four): the same queries for the first page, a search
+    with a state filter and a later page, with every gate's due date moved before each request
+    so no kept row can be served."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    today = timezone.localdate()
+    client.force_login(pm)
+
+    def counts(flip: list[int]) -> list[int]:
+        found = []
+        for query in ("", "?q=site&state=active", "?page=2"):
+            flip[0] ^= 1
+            Gate.objects.update(rescheduled_due_date=today + timedelta(days=200 + flip[0]))
+            with CaptureQueriesContext(connection) as captured:
+                response = client.get(reverse("dashboard") + query)
+            assert response.status_code == 200, query
+            found.append(len(captured.captured_queries))
+        return found
+
+    flip = [0]
+    for i in range(55):
+        engagement_create(name=f"site-{i:03d}", customer=f"Customer {i % 4}",
+                          start_date=today - timedelta(days=i))
+    client.get(reverse("dashboard"))  # the session and content types read once, as served
+    few = counts(flip)
+    for i in range(55, 160):
+        engagement_create(name=f"site-{i:03d}", customer=f"Customer {i % 4}",
+                          start_date=today - timedelta(days=i))
+    many = counts(flip)
+    assert len(set(few + many)) == 1 and few[0] <= 6, (few, many)

@@ -31,7 +31,8 @@ def form_data(**overrides) -> dict:
         data.update({f"arrays-{row}-model": "FX100", f"arrays-{row}-serial": "",
                      f"arrays-{row}-expected_drive_count": "24",
                      f"arrays-{row}-link_speed_mbps": "100000", f"arrays-{row}-layout": "other"})
-    data.update({"arrays-0-serial": "FX100-0001", "arrays-0-layout": "raid6"})
+    data.update({"arrays-0-serial": "FX100-0001", "arrays-0-layout": "raid6",
+                 "arrays-0-drive_model": "KCM6DRUL7T68"})
     data.update(overrides)
     return data
 
@@ -57,7 +58,10 @@ def test_it_creates_the_engagement_with_its_array_and_g1_to_g4_seeded(client, pm
     assert not engagement.is_lab
     array = engagement.arrays.get()
     assert (array.serial, array.model, array.expected_drive_count, array.link_speed_mbps,
-            array.layout) == ("FX100-0001", "FX100", 24, 100000, "raid6")
+            array.layout, array.drive_model) == ("FX100-0001", "FX100", 24, 100000, "raid6",
+                                                 "KCM6DRUL7T68")
+    page = client.get(reverse("engagement-detail", args=["acme-prod"])).content.decode()
+    assert 'data-label="Drive model" class="mono">KCM6DRUL7T68</td>' in page
     gates = list(engagement.gates.order_by("order"))
     assert [g.code for g in gates] == ["G1", "G2", "G3", "G4"]
     assert [g.due_date for g in gates] == [date(2026, 11, 16), date(2026, 11, 30),

@@ -88,6 +88,15 @@ def test_the_audit_trail_is_on_the_page(client, pm, engagement_a):
     assert "node enrolled" in html and "fingerprint confirmed on the console" in html
 
 
+def test_every_audit_action_reads_as_words_not_a_machine_key(client, pm, engagement_a):
+    for action in ("report_signoff", "report_reissue", "final_report", "webhook_set"):
+        AuditEntry.objects.create(engagement=engagement_a, actor="pat-pm", action=action)
+    html = page(client, pm)
+    for words in ("report signed off", "report re-issued", "final report issued", "webhook set"):
+        assert f"{words}</td>" in html or f"{words}<br>" in html, words
+    assert "report_signoff" not in html and "webhook_set" not in html
+
+
 # --- the BOM checklist -----------------------------------------------------------------------
 
 

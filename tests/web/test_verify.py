@@ -54,6 +54,18 @@ def test_a_changed_report_does_not(client, customer_a, signed_pdf):
     assert "Not valid" in html and "Genuine" not in html
 
 
+def test_a_changed_byte_says_the_signature_does_not_match_not_an_untrusted_signer(
+        client, customer_a, signed_pdf):
+    # one byte of the signed content changed: the page of a tampered file named the vendor's
+    # signer "untrusted" although only the file's integrity failed
+    assert b"/Type /Catalog" in signed_pdf
+    tampered = signed_pdf.replace(b"/Type /Catalog", b"/Type /Catalof", 1)
+    html = upload(client, customer_a, tampered).content.decode()
+    assert "Not valid" in html
+    assert html.count("not judged: the signature does not match the file") == 2  # summary, row
+    assert "<td>not judged</td>" in html and "untrusted" not in html
+
+
 def test_a_file_that_is_not_a_pdf_is_not_valid(client, customer_a):
     html = upload(client, customer_a, b"hello", "notes.txt").content.decode()
     assert "Not valid: no signature this service can check." in html

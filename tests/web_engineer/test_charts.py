@@ -71,3 +71,18 @@ def test_large_ticks_read_as_people_write_them_never_in_exponent_form():
     small = bar_chart(key="k", title="t", unit="tok/s", series_names={},
                       points=[Point("n1", "node", 7_400)])
     assert [t.text for t in small.ticks] == ["0", "2,000", "4,000", "6,000", "8,000"]
+
+
+def test_a_long_value_stays_inside_the_chart():
+    # the business case's cumulative saving: "131,772,800 CNY" at a bar of two thirds of the
+    # plot was printed inside a bar narrower than itself and ran out of it
+    chart = bar_chart(key="saving", title="t", unit="CNY",
+                      points=[Point("year 1", "array", 70_000_000.0),
+                              Point("year 2", "array", 131_772_800.0),
+                              Point("year 3", "array", 1_000.0)],
+                      series_names={"array": "saving"}, value_text=lambda v: f"{v:,.0f} CNY")
+    for bar in chart.bars:
+        text_w = 7 * len(bar.value_text)
+        if bar.text_inside:
+            assert bar.width >= text_w, (bar.value_text, bar.width)
+        assert bar.text_x + text_w <= chart.width, (bar.value_text, bar.text_x)

@@ -20,7 +20,7 @@ from gates.services import engagement_create
 
 # --array keys → Array fields.
 ARRAY_KEYS = {"serial": "serial", "model": "model", "drives": "expected_drive_count",
-              "link": "link_speed_mbps", "layout": "layout"}
+              "drive_model": "drive_model", "link": "link_speed_mbps", "layout": "layout"}
 
 
 def array_parse(text: str, number: int) -> dict:
@@ -50,8 +50,9 @@ class Command(BaseCommand):
                             help="report language (default en)")
         parser.add_argument("--reference-profile", default=DEFAULT_REFERENCE_PROFILE)
         parser.add_argument("--array", action="append", default=[], metavar="serial=SN,…",
-                            help="one array: serial=…,model=…,drives=…,link=…,layout=… "
-                                 "(repeat for more)")
+                            help="one array: serial=…,model=…,drives=…,drive_model=…,link=…,"
+                                 "layout=… (drive_model: the drives' model as nvme list prints "
+                                 "it, which G1 counts; repeat --array for more)")
         parser.add_argument("--actor", default=getpass.getuser(), help="who creates (recorded)")
 
     def handle(self, *args, name, customer, start_date, language, reference_profile, array,

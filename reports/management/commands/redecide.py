@@ -5,7 +5,9 @@ from the embedded evidence. Prints recorded against recomputed per criterion and
 Exit 0 everything matches, 1 a figure, verdict or decision differs (named), 2 the report cannot
 be checked — a countersignature no registered (or ``--customer-cert``) customer certificate can
 check included: the service trusts a countersignature only against the customer's own
-certificates, never the vendor's roots."""
+certificates, never the vendor's roots. Every refusal is one line ``cannot check: …`` (exit 2);
+output cut short by its reader (``| head -1``) ends as every ``manage.py`` command: status
+141, no traceback."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandParser
 
 from acceptance_core.__main__ import redecide_evidence
+from acceptance_core.pdf import structure_problem
 from reports.services import report_verify
 from reports.signing import SigningSetupError, trust_roots
 
@@ -40,6 +43,9 @@ class Command(BaseCommand):
             data = path.read_bytes()
         except OSError as e:
             self._exit(2, f"cannot check: cannot read {path}: {e.strerror or e}")
+        problem = structure_problem(data)
+        if problem:
+            self._exit(2, f"cannot check: {path}: {problem}")
         try:
             roots = trust_roots(paths=options["trust"])  # type: ignore[arg-type]
             extra = (trust_roots(paths=options["customer_certs"])  # type: ignore[arg-type]
@@ -50,9 +56,12 @@ class Command(BaseCommand):
         if not result.valid:
             self._exit(2, f"cannot check: signature: {result.summary}")
         self.stdout.write(f"signature: {result.summary}")
-        self.stdout.flush()
-        raise SystemExit(redecide_evidence(data, self.stdout))
+        self.stdout.ending = ""  # the table is printed line by line, each with its own newline
+        status = redecide_evidence(data, self.stdout)
+        self.stdout.flush()  # a closed pipe is found here (manage.py: 141), not at exit
+        raise SystemExit(status)
 
     def _exit(self, status: int, line: str) -> None:
         self.stdout.write(line)
+        self.stdout.flush()
         raise SystemExit(status)
