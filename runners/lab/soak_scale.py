@@ -31,7 +31,7 @@ from runners.models import GateRun, Measurement, ProbeRun
 from runners.outputs import file_name, output_cap_bytes
 from runners.parsers import soak_correctness, soak_windows
 from runners.parsers.soak_windows import planned_requests
-from runners.soak.collection import windows_record
+from runners.soak.collection import answers_record, windows_record
 from runners.soak.evaluation import soak_checks_update
 from runners.soak.models import FaultWindow, Soak, SoakAgent
 from runners.soak.plan import plan_sha256
@@ -185,8 +185,10 @@ def soak_at_scale(nodes: int, hours: float, *, name: str = "bench-soak-site"):
         stored += len(rows)
         records += len(runs)
         windows_record(soak, agent, rows)
+        answers_record(soak, agent, rows, 0)  # each node's latest answers, as collected
         SoakAgent.objects.filter(id=agent.id).update(
-            last_window=count, golden=golden, golden_probe_run=runs[0], offsets=offsets)
+            last_window=count, golden=golden, golden_probe_run=runs[0], offsets=offsets,
+            answers_latest=agent.answers_latest)
     soak_checks_update(soak=soak)
     soak.refresh_from_db()
     return soak, stored, records, count
