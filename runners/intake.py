@@ -117,7 +117,7 @@ def measurements_write(run: ProbeRun, rows: Iterable[Measurement]) -> int:
         for start in range(0, len(rows), _WRITE_BATCH):
             batch = params[start * width:(start + _WRITE_BATCH) * width]
             values = ", ".join([row_sql] * (len(batch) // width))
-            cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {values}",  # noqa: S608
+            cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {values}",  # noqa: S608 # nosec B608
                            batch)  # names from the model, values as parameters
     return len(rows)
 

@@ -22,7 +22,7 @@ def _insert_sql(vendor: str, returning: bool) -> tuple[str, tuple]:
     quote = connection.ops.quote_name
     fields = tuple(f for f in _META.concrete_fields if not f.primary_key)
     columns = ", ".join(quote(f.column) for f in fields)
-    sql = (f"INSERT INTO {quote(_META.db_table)} ({columns}) "  # noqa: S608 # model names only
+    sql = (f"INSERT INTO {quote(_META.db_table)} ({columns}) "  # noqa: S608 # nosec B608: model names only
            f"VALUES ({', '.join(['%s'] * len(fields))})")
     if returning:
         sql += f" RETURNING {quote(_META.pk.column)}"
@@ -35,7 +35,7 @@ def _update_sql(vendor: str, names: tuple[str, ...]) -> tuple[str, tuple]:
     fields = tuple(_META.get_field(name) for name in names)
     sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     table, pk = quote(_META.db_table), quote(_META.pk.column)
-    return f"UPDATE {table} SET {sets} WHERE {pk} = %s", fields  # noqa: S608 # model names
+    return f"UPDATE {table} SET {sets} WHERE {pk} = %s", fields  # noqa: S608 # nosec B608: model names
 
 
 def probe_run_insert(run: ProbeRun) -> None:
