@@ -8,6 +8,7 @@ import copy
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -117,7 +118,9 @@ class EngagementCreateForm(forms.Form):
         label=_("New organisation"), max_length=200, required=False,
         help_text=_("Only when the organisation is not in the list."))
     start_date = forms.DateField(
-        label=_("Start date"), widget=forms.DateInput(attrs={"type": "date"}),
+        label=_("Start date"), initial=timezone.localdate,  # today, which most engagements take
+        # the ISO date an <input type="date"> reads in every language ("2026/12/04" it drops)
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
         help_text=_("The gates are due at the end of weeks 2, 4, 7 and 10 from this day."),
         error_messages={"invalid": _("Enter a date as YYYY-MM-DD.")})
     report_language = forms.ChoiceField(label=_("Report language"),

@@ -9,6 +9,7 @@ from datetime import date, timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
+from django.utils import timezone
 
 from acceptance.models import Array, AuditEntry, Engagement, Organisation
 from gates.defaults import DEFAULT_GATES, definition_sha256
@@ -145,6 +146,16 @@ def test_only_project_managers_may_create(client, request, who):
     before = stored()
     assert post(client, user).status_code == 403
     assert stored() == before
+
+
+def test_the_start_date_starts_on_today_as_an_iso_date_in_every_language(client, pm):
+    client.force_login(pm)
+    today = timezone.localdate().isoformat()
+    for language in ("en", "zh-hans"):
+        client.cookies["django_language"] = language
+        html = client.get(reverse("engagement-new")).content.decode()
+        assert f'name="start_date" value="{today}"' in html, language
+        assert ("开始日期" in html) == (language == "zh-hans")
 
 
 def test_anonymous_visitors_are_sent_to_log_in(client, db):
