@@ -59,6 +59,9 @@ from django.conf import settings
 
 from gates.services import GateRefused
 
+#: requests/s: the range of load.request_rate, entered or derived from G2 (runners.soak.rate).
+RATE_LOW, RATE_HIGH = 0.01, 10_000.0
+
 if TYPE_CHECKING:
     from gates.models import Gate
 
@@ -298,7 +301,7 @@ def plan_validate(plan: Any, *, lab: bool = False) -> dict:
         raise SoakPlanError("soak plan: load.request_rate is missing (null asks for the "
                             "default derived from G2's measured capacity)")
     if load["request_rate"] is not None:
-        _number(plan, "load.request_rate", 0.01, 10_000)
+        _number(plan, "load.request_rate", RATE_LOW, RATE_HIGH)
     _number(plan, "load.concurrency", 1, 4096, integer=True)
     window = _number(plan, "load.window_s", 1, 24 * 3600)
     for key, high in (("prefix_len", 1_000_000), ("suffix_len", 1_000_000),

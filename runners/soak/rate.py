@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gates.models import Decision, Gate
-from runners.soak.plan import SoakRefused
+from runners.soak.plan import RATE_HIGH, RATE_LOW, SoakRefused
 
 FORMULA = "rate = output_throughput ÷ output_len (= concurrency ÷ (concurrency × output_len ÷ " \
           "output_throughput))"
@@ -108,5 +108,10 @@ def plan_with_rate(gate: Gate, plan: dict) -> tuple[dict, RateBasis | None]:
     if plan["load"].get("request_rate") is not None:
         return plan, None
     basis = g2_rate_basis(gate)
+    if not RATE_LOW <= basis.rate <= RATE_HIGH:  # the range an entered rate must meet
+        raise SoakRefused(NO_G2.format(
+            why=f"G2 measurement #{basis.measurement_id} gives {basis.rate:.4g} requests/s "
+                f"({basis.output_throughput:g} tok/s ÷ {basis.output_len} tokens), outside "
+                f"{RATE_LOW:g} … {RATE_HIGH:g}"))
     load = {**plan["load"], "request_rate": basis.rate, "request_rate_basis": basis.as_dict()}
     return {**plan, "load": load}, basis

@@ -14,7 +14,7 @@ from acceptance.models import Membership
 from gates.defaults import G4_SOAK_PLAN
 from gates.models import Gate
 from runners.models import GateRun, Measurement, ProbeRun
-from runners.soak import driver
+from runners.soak import driver, rate
 from runners.soak.models import Soak, SoakEvent
 from runners.soak.plan import SoakRefused, plan_validate
 from runners.soak.rate import g2_rate_basis
@@ -99,3 +99,16 @@ def test_an_entered_rate_is_used_as_entered():
     plan = plan_validate({**G4_SOAK_PLAN, "load": {**G4_SOAK_PLAN["load"],
                                                    "request_rate": 0.2}})
     assert plan["load"]["request_rate"] == 0.2
+
+
+def test_a_derived_rate_outside_the_entered_range_is_refused_saying_why(monkeypatch):
+    # 0.5 tok/s over 1000-token answers: 0.0005 requests/s, below what an entered rate may be
+    slow = rate.RateBasis(rate=0.0005, output_throughput=0.5, output_len=1000, concurrency=1,
+                          request_s=2000.0, measurement_id=7, node="lab-inference-1",
+                          gate_run_id=1, attempt=1, decision_id=1)
+    monkeypatch.setattr(rate, "g2_rate_basis", lambda gate: slow)
+    with pytest.raises(SoakRefused) as refused:
+        rate.plan_with_rate(None, G4_SOAK_PLAN)
+    assert str(refused.value).startswith(
+        "no default request rate: G2 measurement #7 gives 0.0005 requests/s (0.5 tok/s ÷ 1000 "
+        "tokens), outside 0.01 … 10000;")
