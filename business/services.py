@@ -4,6 +4,7 @@ computed from G3's decided evidence (``business.case``, pure)."""
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import fields
 from typing import Any
@@ -32,6 +33,10 @@ FIELDS: dict[str, tuple[str, float, float]] = {
     "arrays": ("arrays", 1, 10_000),
     "horizon_years": ("years", 0.5, 20),
 }
+#: A number as a person types it: ASCII digits, one point, an exponent ("nan" and "inf" are
+#: refused as not finite by their own check).
+DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)",
+                     re.IGNORECASE | re.ASCII)
 INTEGERS = frozenset({"nodes", "gpus_per_node", "arrays"})
 CURRENCIES = frozenset({"CNY", "USD", "EUR", "JPY", "HKD", "SGD", "GBP"})
 
@@ -63,6 +68,8 @@ def parameters_clean(data: dict[str, Any]) -> dict[str, Any]:
         try:
             if isinstance(raw, bool):  # JSON true is not 1 node
                 raise TypeError(raw)
+            if isinstance(raw, str) and not DECIMAL.fullmatch(raw.strip()):
+                raise ValueError(raw)  # float() also reads "1_000", "٣" and "infinity"
             number = float(raw)
         except (TypeError, ValueError, OverflowError):
             raise ParameterInvalid(f"{name}: {raw!r} is not a number ({unit})") from None

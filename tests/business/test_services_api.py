@@ -81,6 +81,9 @@ def test_bad_parameters_are_refused_naming_the_field(engagement_a, field, value,
     ("tokens_per_day", "-inf", "tokens_per_day: '-inf' is not a finite number"),
     ("array_price", "1e400", "array_price: '1e400' is not a finite number"),
     pytest.param("nodes", 10 ** 400, "nodes: 1000", id="nodes-10**400"),
+    # float() reads these; a person's form does not mean them as numbers
+    ("gpus_per_node", "٣", "gpus_per_node: '٣' is not a number (GPUs)"),
+    ("tokens_per_day", "1_000", "tokens_per_day: '1_000' is not a number"),
 ])
 def test_json_values_that_are_not_numbers_are_refused(engagement_a, field, value, words):
     parameters_save(engagement=engagement_a, actor="pat-pm", data=PARAMS)
