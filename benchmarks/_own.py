@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -88,6 +89,22 @@ def figure(name: str, value: float, unit: str, anchor: float | None,
     return json.dumps({"name": name, "value": round(value, digits), "unit": unit,
                        "anchor": None if anchor is None else round(anchor, digits),
                        "ratio": ratio})
+
+
+class DatabaseWait:
+    """A Django execute wrapper that sums the wall time spent waiting on the database
+    (``connection.execute_wrapper(wait)``; ``wait.seconds`` reset by the caller per request):
+    on two shared cores the database server's CPU is there, not in the process's."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self, execute, sql, params, many, context):
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - start
 
 
 def p95(values: list[float]) -> float:

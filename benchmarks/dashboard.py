@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _own import figure, measurements_insert, own, p95  # noqa: E402
+from _own import DatabaseWait, figure, measurements_insert, own, p95  # noqa: E402
 
 TARGET_MS = 150.0
 REDIS_INDEX = 11  # benchmarks/_own.py: each benchmark its own
@@ -233,14 +233,7 @@ def run(args) -> None:
 
     cpu: dict[str, list[float]] = {}
     db: dict[str, list[float]] = {}
-    spent = [0.0]
-
-    def db_timed(execute, sql, params, many, context):
-        start = time.perf_counter()
-        try:
-            return execute(sql, params, many, context)
-        finally:
-            spent[0] += time.perf_counter() - start
+    waited = DatabaseWait()
 
     def timed(query: str, changed: bool) -> list[float]:
         """Wall times (ms); the process's own CPU per request goes to ``cpu[…]`` and the time
@@ -252,13 +245,13 @@ def run(args) -> None:
         for _ in range(args.requests):
             if changed:
                 change_every_row()
-            spent[0] = 0.0
+            waited.seconds = 0.0
             start, start_cpu = time.perf_counter(), time.process_time()
-            with connection.execute_wrapper(db_timed):
+            with connection.execute_wrapper(waited):
                 _get(client, url + query)
             times_ms.append((time.perf_counter() - start) * 1000)
             cpu_ms.append((time.process_time() - start_cpu) * 1000)
-            db_ms.append(spent[0] * 1000)
+            db_ms.append(waited.seconds * 1000)
         cpu[key], db[key] = cpu_ms, db_ms
         return times_ms
 

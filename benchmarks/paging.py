@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _own import figure, measurements_insert, own, p95  # noqa: E402
+from _own import DatabaseWait, figure, measurements_insert, own, p95  # noqa: E402
 
 NODES = 128
 REDIS_INDEX = 12  # benchmarks/_own.py: each benchmark its own
@@ -152,14 +152,7 @@ def measure(args) -> None:
 
     cpu: dict[str, list[float]] = {}
     db: dict[str, list[float]] = {}
-    spent = [0.0]
-
-    def db_timed(execute, sql, params, many, context):
-        start = time.perf_counter()
-        try:
-            return execute(sql, params, many, context)
-        finally:
-            spent[0] += time.perf_counter() - start
+    waited = DatabaseWait()
 
     def timed(name: str, client, url: str, must: bytes) -> list[float]:
         for _ in range(3):
@@ -168,13 +161,13 @@ def measure(args) -> None:
         gc.freeze()  # as acceptance/wsgi.py does: the seeding's heap is not walked per request
         times, cpu[name], db[name] = [], [], []  # by figure: two clients ask one URL
         for _ in range(args.requests):
-            spent[0] = 0.0
+            waited.seconds = 0.0
             start, start_cpu = time.perf_counter(), time.process_time()
-            with connection.execute_wrapper(db_timed):
+            with connection.execute_wrapper(waited):
                 response = client.get(url)
             times.append((time.perf_counter() - start) * 1000)
             cpu[name].append((time.process_time() - start_cpu) * 1000)
-            db[name].append(spent[0] * 1000)
+            db[name].append(waited.seconds * 1000)
             if response.status_code != 200 or must not in response.content:
                 raise SystemExit(f"GET {url}: {response.status_code} {response.content[:200]!r}")
         return times
