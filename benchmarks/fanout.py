@@ -97,6 +97,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[8, 32, 64, 128])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--single-runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=1,
+                        help="G2's three probes repeated this many times per node (the CPU per "
+                             "node job against the probes it runs: fixed and per-probe parts)")
     args = parser.parse_args()
     owned = own("fanout", redis_index=13, postgres=True)
     import django
@@ -162,7 +165,8 @@ def measure(args, cheap_dir: Path, pids: list[int]) -> None:
         end, cpu2 = time.perf_counter(), cpu_s(pids)
         if nodes_done is None:
             nodes_done, cpu1, machine1, split1 = end, cpu2, machine_cpu_s(), cpu_by_command()
-        assert run.state == "done", run.error
+        # G2 repeated (--steps) is not a plan G2's derivations decide: its node phase counts
+        assert run.state == "done" or args.steps > 1, run.error
         probes = run.probe_runs.count()
         failed = run.probe_runs.exclude(state="parsed").count()
         assert failed == 0, f"{failed} probe runs did not parse"
@@ -170,13 +174,14 @@ def measure(args, cheap_dir: Path, pids: list[int]) -> None:
                 "cpu_per_probe_ms": (cpu1 - cpu0 + dispatch_cpu) * 1000 / probes,
                 "evaluation": end - nodes_done, "evaluation_cpu": cpu2 - cpu1,
                 "probes": probes, "machine_cpu": machine1 - machine0,
+                "dispatch_ms": dispatch_cpu * 1000, "workers_s": cpu1 - cpu0,
                 "split": cpu_split(split0, split1, pids)}
 
     single, _ = lab_up(scenario_name="healthy", engagement_name="bench-single")
     first = timed_g2(single)  # real stand-ins: their outputs become the cheap ones
     _cheap.capture(GateRun.objects.get(gate__engagement=single, gate__code="G2"), cheap_dir)
     print(f"# one real G2 on one node: {first['to_decision']:.2f} s", file=sys.stderr)
-    single.gates.filter(code="G2").update(probe_plan=_cheap.plan())
+    single.gates.filter(code="G2").update(probe_plan=_cheap.plan() * args.steps)
     timed_g2(single)  # warm-up of the cheap plan
     alone = [timed_g2(single) for _ in range(args.single_runs)]
 
@@ -191,10 +196,13 @@ def measure(args, cheap_dir: Path, pids: list[int]) -> None:
     for n in args.nodes:
         engagement, _ = lab_up(scenario_name="healthy", nodes=n,
                                engagement_name=f"bench-fanout-{n}")
-        engagement.gates.filter(code="G2").update(probe_plan=_cheap.plan())
+        engagement.gates.filter(code="G2").update(probe_plan=_cheap.plan() * args.steps)
         rows = [timed_g2(engagement) for _ in range(args.runs)]
         print(f"# {n} nodes: node phase {[round(r['node_phase'], 2) for r in rows]}, "
-              f"{rows[0]['probes']} probe runs; load average {os.getloadavg()[0]:.1f}; the "
+              f"{rows[0]['probes']} probe runs; dispatcher CPU "
+              f"{[round(r['dispatch_ms']) for r in rows]} ms, workers' "
+              f"{[round(r['workers_s'], 2) for r in rows]} s; load average "
+              f"{os.getloadavg()[0]:.1f}; the "
               f"machine's CPU in the last node phase by command (s): {rows[-1]['split']}",
               file=sys.stderr, flush=True)
         print(figure(f"fanout_{n}_nodes_node_phase", med(rows, "node_phase"), "s",
