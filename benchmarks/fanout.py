@@ -3,9 +3,11 @@
 G2's three probes on every inference node, dispatched through Redis to real Celery workers
 started with the shipped settings (the argv ``manage.py serve`` gives its worker children:
 2 processes × 64 threads, ``benchmarks/_worker.py``), each node its own sshd on loopback. The
-stand-ins are nearly free (``benchmarks/_cheap.py``: ``cat`` of the outputs the lab's stand-ins
-printed in one real G2 run, parsed by the real parsers), so the figures are the service's own
-cost. The site's ``max_parallel_nodes`` is the shipped default (128).
+stand-ins are nearly free (``benchmarks/_cheap.py``: ``/bin/cat`` of the outputs the lab's
+stand-ins printed in one real G2 run, parsed by the real parsers), so the figures are the
+service's own cost. ``--steps K`` repeats G2's three probes K times per node: the workers' CPU
+per node job at two K splits into a fixed part (task, connections, claim, end) and a per-probe
+part. The site's ``max_parallel_nodes`` is the shipped default (128).
 
 Figures (one JSON line each; medians of ``--runs`` runs per size, the anchor the median of
 ``--single-runs`` runs on one node):
@@ -26,7 +28,7 @@ Figures (one JSON line each; medians of ``--runs`` runs per size, the anchor the
 
 Owns PostgreSQL ``bench_fanout_<pid>`` and Redis index 13 (``benchmarks/_own.py``).
 
-Run: ``.venv/bin/python benchmarks/fanout.py [--nodes 8 32 64 128] [--runs 3]``
+Run: ``.venv/bin/python benchmarks/fanout.py [--nodes 8 32 64 128] [--runs 3] [--steps 1]``
 """
 
 import argparse
