@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[8, 32, 64, 128])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--single-runs", type=int, default=5)
+    parser.add_argument("--deadline", type=float, default=300.0,
+                        help="seconds a run may take before the benchmark stops (s)")
     parser.add_argument("--steps", type=int, default=1,
                         help="G2's three probes repeated this many times per node (the CPU per "
                              "node job against the probes it runs: fixed and per-probe parts)")
@@ -154,8 +156,13 @@ def measure(args, cheap_dir: Path, pids: list[int]) -> None:
         start, start_cpu = time.perf_counter(), time.process_time()
         run = gate_run_start(gate=engagement.gates.get(code="G2"), started_by="benchmark")
         dispatch_cpu = time.process_time() - start_cpu
-        nodes_done = None
+        nodes_done, deadline = None, time.monotonic() + args.deadline
         while True:
+            if time.monotonic() > deadline:  # a job no worker took (a refused database
+                # connection, 'too many clients'): stop rather than wait for the sweep
+                raise SystemExit(f"gate run {run.id} not over after {args.deadline:g} s: "
+                                 f"{run.node_jobs.exclude(state='done').count()} node jobs "
+                                 f"not done")
             if nodes_done is None and not NodeJob.objects.filter(
                     gate_run=run, state__in=["queued", "connecting", "running"]).exists():
                 nodes_done, cpu1 = time.perf_counter(), cpu_s(pids)
