@@ -239,8 +239,11 @@ def soak_tick_fold(soak: Soak, tick: SoakTick) -> int:
 def soak_tick_start(soak: Soak) -> SoakTick:
     """A new tick state with every window and answer of the soak folded in (one full pass: at
     driver start, resume and recovery, and when a fault is injected or healed). A soak
-    collected before the window aggregates existed gets them stored first."""
-    soak_windows_rebuild(soak)
+    collected before the window aggregates existed gets them stored first (a soak with no
+    window yet is left as it is: no digest rebuilt for nothing)."""
+    if not SoakWindow.objects.filter(soak=soak).exists() and Measurement.objects.filter(
+            gate_run_id=soak.gate_run_id, metric__in=WINDOW_METRICS, derived=False).exists():
+        soak_windows_rebuild(soak)
     stamp, faults = _faults_now(soak)
     tick = SoakTick(stamp, steady.LiveSpans(faults, **soak_spans(soak)))
     soak_tick_fold(soak, tick)

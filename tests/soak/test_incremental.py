@@ -226,3 +226,13 @@ def test_the_live_figures_read_without_input_ids_equal_the_linked_ones(collected
     linked = soak_figures(collected, soak_inputs(collected))
     assert any(f.input_ids for f in linked)
     assert bare(soak_figures(collected, soak_inputs(collected, ids=False))) == bare(linked)
+
+
+def test_a_soak_collected_before_the_window_aggregates_gets_them_at_the_first_tick(collected):
+    SoakWindow.objects.filter(soak=collected).delete()
+    stamp = soak_checks_refresh(soak=collected, stamp=None)
+    assert SoakWindow.objects.filter(soak=collected).count() == 18
+    assert (stamp.spans.windows, stamp.spans.answers) == (18, 6)
+    live = judged(collected)
+    soak_checks_update(soak=collected)
+    assert judged(collected) == live
