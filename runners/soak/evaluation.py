@@ -66,8 +66,8 @@ def soak_windows_stored(soak: Soak, *, ids: bool = True) -> list[steady.Window]:
     if not ids:
         return [steady.Window(*row) for row in rows.values_list(*columns).iterator(
             chunk_size=5000)]
-    return [steady.Window(*row[:-1], tuple(row[-1])) for row in rows.values_list(
-        *columns, "measurement_ids").iterator(chunk_size=5000)]
+    return [steady.Window(*row[:-2], tuple(row[-2]), tuple(row[-1])) for row in rows.values_list(
+        *columns, "measurement_ids", "metric_ids").iterator(chunk_size=5000)]
 
 
 def soak_windows_rebuild(soak: Soak) -> int:
@@ -82,7 +82,8 @@ def soak_windows_rebuild(soak: Soak) -> int:
         completed=w.completed, failed=w.failed, ttft_p99=w.ttft_p99,
         output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
         first_completion=w.first_completion, last_completion=w.last_completion,
-        measurement_ids=list(w.ids)) for w in windows], batch_size=2000)
+        measurement_ids=list(w.ids), metric_ids=list(w.metric_ids)) for w in windows],
+        batch_size=2000)
     digest_rebuild(soak)
     return len(windows)
 
@@ -203,9 +204,10 @@ def soak_checks_refresh(*, soak: Soak, stamp: tuple | None) -> tuple:
     return now
 
 
-def _store_figures(soak: Soak) -> None:
+def _store_figures(soak: Soak) -> list[evaluation.Sample]:
     """Store every figure G4 is decided on: ``steady.decision_figures`` (the pure core's) on
-    the stored samples."""
+    the stored samples, each linked to the rows it used; the figures as samples, with the ids
+    they were stored under (not read back)."""
     nodes = {n.name: n for n in soak.gate_run.gate.engagement.nodes.all()}
     windows, answers, faults = soak_inputs(soak)
     figures = steady.decision_figures(windows, answers, faults, fault_outcomes(soak),
@@ -214,10 +216,13 @@ def _store_figures(soak: Soak) -> None:
     rows = [Measurement(gate_run=soak.gate_run, node=nodes.get(figure.node),
                         metric=figure.metric, value=figure.value, unit=figure.unit,
                         labels=figure.labels, derived=True) for figure in figures]
-    with transaction.atomic():  # the input links in bulk: ~0.9 M rows at 128 nodes × 72 h
+    with transaction.atomic():  # the input links in bulk (COPY on PostgreSQL)
         stored = Measurement.objects.bulk_create(rows, batch_size=2000)
         links_insert((row.id, input_id) for row, figure in zip(stored, figures, strict=True)
                      for input_id in dict.fromkeys(figure.input_ids))
+    return [evaluation.Sample(row.id, f.metric, f.value, f.unit, f.labels,
+                              f.node if f.node in nodes else "")
+            for row, f in zip(stored, figures, strict=True)]
 
 
 def links_insert(pairs: Iterable[tuple[int, int]]) -> int:
@@ -295,11 +300,8 @@ def _decide(soak: Soak, gate_run: GateRun) -> Decision | None:
     if simulated:  # a customer's soak on stand-ins: no figures, no decision
         return _no_decision(soak, gate_run, simulated)
     Measurement.objects.filter(gate_run=gate_run, derived=True).delete()
-    _store_figures(soak)
+    samples = _store_figures(soak)
     criteria = list(gate_run.gate.criteria.all())
-    samples = [evaluation.Sample(m.id, m.metric, m.value, m.unit, m.labels,
-                                 m.node.name if m.node else "")
-               for m in gate_run.measurements.filter(derived=True).select_related("node")]
     specs = [criterion_spec(c) for c in criteria]
     Soak.objects.filter(id=soak.id).update(fault_checks=fault_checks_judge(soak, samples))
     verdicts = [evaluation.evaluate_criterion(spec, samples) for spec in specs]
