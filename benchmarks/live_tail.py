@@ -103,6 +103,15 @@ def main() -> None:
         original_flush(self)
 
     live.OutputRecorder.flush = counting_flush
+    original_finish = live.OutputRecorder.finish
+
+    def counting_finish(self):
+        # the bytes after the last flush become readable when the files are finished (renamed
+        # to their sha256 names): no flush is spent on them (issue 17: flushes off the hot path)
+        flushed["bytes"] = sum(f.size for f in self.files.values())
+        return original_finish(self)
+
+    live.OutputRecorder.finish = counting_finish
     engagement, lab = lab_up(scenario_name="healthy")
     scratch = Path(tempfile.mkdtemp(prefix="bench-tail-"))
     try:
@@ -140,7 +149,7 @@ def main() -> None:
             run.refresh_from_db()
             assert run.exit_code == 0 and run.state == "parsed", (run.state, run.error)
             assert flushed["bytes"] == size + len(RESULT) + 1, (
-                f"the live store received {flushed['bytes']} bytes, not {size}")
+                f"the live store received {flushed['bytes']} bytes, not {size + len(RESULT) + 1}")
             stored = run.raw("stderr")
             assert run.stderr_size == size and len(stored) == size
             assert hashlib.sha256(stored).hexdigest() == expected_sha, (
