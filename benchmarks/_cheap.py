@@ -1,7 +1,13 @@
-"""Nearly-free stand-ins: G2's three probes as ``cat`` of the outputs the lab's stand-ins printed
-once (captured from a real run of G2 on one lab node), parsed by the real parsers. The node's
-CPU per probe drops to one ``cat`` and sshd's channel, so what a fan-out adds is the service's
-own cost. Registered under their own names (``cheap_*``) in the benchmark and its workers."""
+"""Nearly-free stand-ins: G2's three probes as ``/bin/cat`` of the outputs the lab's stand-ins
+printed once (captured from a real run of G2 on one lab node), parsed by the real parsers. The
+node's CPU per probe drops to one ``cat`` and sshd's channel, so what a fan-out adds is the
+service's own cost. Registered under their own names (``cheap_*``) in the benchmark and its
+workers.
+
+``/bin/cat`` by its path, for the probe and its version query alike: a bare ``cat`` is the lab's
+Python stand-in on a lab node's PATH (``runners/lab/standins/cat``, for the RDMA counters), about
+22 ms of CPU per start — two starts per probe, 64 nodes' worth on the machine's two cores, which
+the fan-out figure then measured instead of the service (issue 17)."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import shlex
 from pathlib import Path
 
 G2_PROBES = ("link_speed", "fio_seqread", "vllm_bench_serve")
+CAT = "/bin/cat"  # coreutils' own, not the lab's stand-in of that name
 
 
 def capture(gate_run, directory: Path) -> None:
@@ -41,9 +48,9 @@ def register(directory: Path) -> list[str]:
         out, version = directory / f"{name}.out", directory / f"{name}.version"
         PROBES[f"cheap_{name}"] = Probe(
             name=f"cheap_{name}", role=real.role, parser=real.parser,
-            version_argv=("cat", str(version)), timeout_s=60, params={},
-            argv=lambda _p, out=out: ["cat", str(out)],
-            description=f"benchmark only: {name}'s captured output, by cat "
+            version_argv=(CAT, str(version)), timeout_s=60, params={},
+            argv=lambda _p, out=out: [CAT, str(out)],
+            description=f"benchmark only: {name}'s captured output, by {CAT} "
                         f"({shlex.quote(str(out))})")
         names.append(f"cheap_{name}")
     return names

@@ -57,7 +57,8 @@ def own(name: str, *, redis_index: int | None = None, postgres: bool = False) ->
     var_dir = tempfile.mkdtemp(prefix=f"bench-{name}-")
     os.environ["ACCEPTANCE_VAR_DIR"] = var_dir
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "acceptance.settings")
-    os.environ.pop("DJANGO_DEBUG", None)  # measure as served: DEBUG off
+    for variable in ("ACCEPTANCE_DEBUG", "DJANGO_DEBUG"):  # measure as served: DEBUG off
+        os.environ.pop(variable, None)
     database = ""
     if postgres:
         database = f"bench_{name}_{os.getpid()}"

@@ -101,7 +101,11 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.core.management import call_command
+
+    if settings.DEBUG:
+        raise SystemExit("DEBUG is on: the figures would not be what a user gets")
 
     call_command("migrate", verbosity=0)
     try:

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -23,7 +23,7 @@ from gates.models import Gate
 from gates.services import GateRefused, gate_check_runnable
 from runners import intake
 from runners.barrier import barrier_capacity_check
-from runners.doorbell import BrokerUnavailable, ring
+from runners.doorbell import BrokerUnavailable, ring, rings_in_process
 from runners.live import cancel_requested
 from runners.models import GateRun, NodeJob, ProbeRun
 from runners.parsers import PARSERS
@@ -276,6 +276,27 @@ def node_jobs_dispatch(*, gate_run_id: int) -> int:
         _dispatching.active = False
 
 
+# Claims the next ``room`` unsent jobs of a run, in id order, in one statement (issue 17: a
+# 128-node run counted, read and claimed its jobs one by one, three statements a node); a job
+# another dispatcher claimed meanwhile is left out (its row no longer matches), so the ids
+# returned are the ones this call must send.
+_CLAIM_SQL = (
+    'UPDATE "runners_nodejob" SET "dispatched_at" = %s, "sends" = "sends" + 1 '
+    'WHERE "dispatched_at" IS NULL AND "state" = %s AND "id" IN ('
+    'SELECT "id" FROM "runners_nodejob" WHERE "gate_run_id" = %s AND "dispatched_at" IS NULL '
+    'AND "state" = %s ORDER BY "id" LIMIT %s) RETURNING "id"'
+)
+
+
+def _jobs_claim(gate_run_id: int, room: int) -> list[int]:
+    """Mark up to ``room`` queued, unsent jobs of the run as sent; their ids, in order."""
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    queued = str(NodeJob.State.QUEUED)
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, [now, queued, gate_run_id, queued, room])
+        return sorted(row[0] for row in cursor.fetchall())
+
+
 def _node_jobs_send(gate_run_id: int) -> int:
     unsent = NodeJob.objects.filter(gate_run_id=gate_run_id, dispatched_at__isnull=True,
                                     state=NodeJob.State.QUEUED)
@@ -292,15 +313,17 @@ def _node_jobs_send(gate_run_id: int) -> int:
             state__in=[NodeJob.State.QUEUED, *NodeJob.ACTIVE]).count()
         if in_flight >= limit:
             return sent
-        candidate = unsent.order_by("id").first()
-        if candidate is None:
+        # In-process a ring runs its job inside the call: one claimed at a time, so no job
+        # waits marked as sent behind another's whole run (the sweep would send it again).
+        claimed = _jobs_claim(gate_run_id, 1 if rings_in_process() else limit - in_flight)
+        if not claimed:
             return sent
-        if NodeJob.objects.filter(id=candidate.id, dispatched_at__isnull=True).update(
-                dispatched_at=timezone.now(), sends=F("sends") + 1):
+        for index, job_id in enumerate(claimed):
             try:
-                ring("runners.node_job_execute", node_job_id=candidate.id)
+                ring("runners.node_job_execute", node_job_id=job_id)
             except BrokerUnavailable as error:
-                NodeJob.objects.filter(id=candidate.id, state=NodeJob.State.QUEUED).update(
+                # this job and the claimed ones after it were not sent: unsent again
+                NodeJob.objects.filter(id__in=claimed[index:], state=NodeJob.State.QUEUED).update(
                     dispatched_at=None, sends=F("sends") - 1)
                 raise BrokerUnavailable(str(error), gate_run_id=gate_run_id) from None
             sent += 1

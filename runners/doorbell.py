@@ -91,3 +91,8 @@ def queue_waiting() -> int | None:
     except Exception as error:  # a queue not declared yet, a broker down: unknown
         logger.info("queue depth of %s unknown: %s", queue, _reason(error))
         return None
+
+
+def rings_in_process() -> bool:
+    """Whether a ring runs its task here and now, inside the call (``task_always_eager``)."""
+    return bool(_app().conf.task_always_eager)

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
+from django.db import connection as db_connection
 from django.utils import timezone
 
 from acceptance.logging import log_context_add
@@ -295,6 +296,10 @@ def node_job_execute(*, node_job_id: int) -> None:
     jobs whose worker died), and every step checks the job's lease (``runners.lease``): a
     worker whose job was declared lost stops there, touching neither the node nor the ledger.
     """
+    # A database that refuses a connection now ('too many clients': each job thread holds one
+    # while it runs) is waited for within RUNS_DB_RETRY_SECONDS, not left to the sweep's
+    # re-send minutes later; only the connection is retried, never the claim.
+    db_retry(db_connection.ensure_connection, what=f"node job {node_job_id}")
     if job_claim(node_job_id) is None:
         logger.info("node job %s already claimed; duplicate delivery ignored", node_job_id)
         return

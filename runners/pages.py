@@ -166,7 +166,8 @@ def node_rows(gate_run: GateRun) -> list[NodeRow]:
     planned: dict[int | None, int] = {}
     for job in NodeJob.objects.filter(gate_run=gate_run).select_related(
             "node__array", "carried_from__gate_run").order_by("node__name"):
-        if not job.carried_from_id:
+        # A job that is done shows what it ran (below): its plan is not worked out again.
+        if not job.carried_from_id and job.state != NodeJob.State.DONE:
             try:
                 planned[job.node_id] = planned_probe_count(gate_run.gate, job.node)
             except PlanError:

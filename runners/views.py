@@ -51,6 +51,7 @@ from runners.forms import (
 )
 from runners.launch import LaunchInvalid, gate_launch
 from runners.models import GateRun
+from runners.node_section import NodeSection
 from runners.transport import TransportError
 
 CANCEL_WAIT_S = 5.0  # a page waits this long for workers to stop; the rest settles on its own
@@ -298,6 +299,7 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
         "include_results": include_results,
         "results": pages.run_results(gate_run, measurements_page) if include_results
         else None,
+        "nodes": NodeSection(rows, can_rerun=is_engineer and over),  # _run_nodes.html's text
         "can_cancel": is_engineer and not over,
         "can_rerun": is_engineer and over,
         "rerun_nodes": [r for r in rows if r.rerun_url],
