@@ -338,6 +338,8 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
         sentence=_sentence(gate, outcome, parts, len(verdicts)),
         decided_by=SERVICE_ACTOR, decided_at=timezone.now(),
     )
+    through = CriterionVerdict.measurements.through
+    links = []
     for position, verdict in enumerate(verdicts, start=1):
         criterion = by_key[verdict.key]
         row = CriterionVerdict.objects.create(
@@ -345,7 +347,11 @@ def decision_record(*, gate_run, verdicts: list[evaluation.Verdict],
             criterion_snapshot=criterion_snapshot(criterion), measured_value=verdict.measured,
             unit=criterion.unit, verdict=verdict.verdict, explanation=verdict.explanation,
         )
-        row.measurements.set(verdict.sample_ids)
+        # the verdict is new: its evidence links inserted, not diffed against none by .set()
+        # (which sends every id to the database twice; a G4 verdict has thousands)
+        links += [through(criterionverdict_id=row.id, measurement_id=sample_id)
+                  for sample_id in dict.fromkeys(verdict.sample_ids)]
+    through.objects.bulk_create(links, batch_size=5000)
     return decision
 
 

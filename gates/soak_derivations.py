@@ -34,7 +34,11 @@ compression (plan seconds per real second), and ``fault_windows_missed`` (1) per
 
 The inputs come from measurement rows (:class:`Row`: the service's stored ones, or the ones the
 verifier reads again from the embedded raw outputs) through :func:`windows_of` and
-:func:`answers_of`.
+:func:`answers_of`. A figure links the rows it used (``input_ids``, :func:`ids_of`): the error
+rate the completed and failed rows of its span's windows, the gap their ``completion_gap_max``
+rows, a baseline deviation its figure's rows in the span and in the windows its baseline is the
+median of (the value depends on both), the mismatches the span's answers, the duration one row
+per window. The verifier compares values and labels, never ids.
 """
 
 
@@ -43,17 +47,23 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 CHECKS = ("request_error_rate", "completion_gap_max", "ttft_p99", "output_throughput",
           "probe_mismatches")
 
+#: A window's measurement rows, one per metric (``Window.metric_ids`` follows this order).
+WINDOW_METRICS = ("completed_requests", "failed_requests", "ttft_p99", "output_throughput",
+                  "completion_gap_max")
+
 
 @dataclass(frozen=True)
 class Window:
     """One load window of one node: node time span and its figures (``ids``: the measurements
-    it came from)."""
+    it came from; ``metric_ids``: the id of its row of each ``WINDOW_METRICS`` metric, in that
+    order, 0 for none — empty when not known, for a window folded before they were kept: its
+    figures then link every id in ``ids``)."""
 
     node: str
     index: int
@@ -67,6 +77,7 @@ class Window:
     first_completion: float | None
     last_completion: float | None
     ids: tuple[int, ...] = ()
+    metric_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,9 +113,28 @@ class SpanFigure:
     input_ids: tuple[int, ...] = field(default_factory=tuple)
 
 
+def ids_of(windows: Iterable[Window], *metrics: str) -> tuple[int, ...]:
+    """The ids of the ``metrics`` rows of ``windows``, each once, in order (a decision links
+    the measurements it used); every id of a window whose per-metric ids are not known."""
+    positions = [WINDOW_METRICS.index(metric) for metric in metrics]
+    ids: list[int] = []
+    for w in windows:
+        if w.metric_ids:
+            ids += [w.metric_ids[p] for p in positions if w.metric_ids[p]]
+        else:
+            ids += w.ids
+    return tuple(dict.fromkeys(ids))
+
+
+def baseline_windows_of(windows: list[Window], count: int) -> list[Window]:
+    """The windows a baseline is the median of: the first ``count`` windows with
+    completions."""
+    return [w for w in sorted(windows, key=lambda w: w.start) if w.completed > 0][:count]
+
+
 def baseline(windows: list[Window], count: int) -> tuple[float | None, float | None]:
     """Median TTFT p99 and output throughput of the first ``count`` windows with completions."""
-    first = [w for w in sorted(windows, key=lambda w: w.start) if w.completed > 0][:count]
+    first = baseline_windows_of(windows, count)
     ttft = [w.ttft_p99 for w in first if w.ttft_p99 is not None]
     thr = [w.output_throughput for w in first if w.output_throughput is not None]
     return (statistics.median(ttft) if ttft else None,
@@ -149,12 +179,16 @@ def _gap(span: list[Window]) -> float:
 
 
 def span_figures(node: str, fault: str, phase: str, span: list[Window],
-                 answers: list[Answer], base: tuple[float | None, float | None]
+                 answers: list[Answer], base: tuple[float | None, float | None], *,
+                 base_from: tuple[list[Window], list[Window]] = ([], [])
                  ) -> list[SpanFigure]:
-    """The figures of one span of one node (see the module doc)."""
+    """The figures of one span of one node (see the module doc). Each figure links the rows
+    it used (``input_ids``): the error rate the span's completed and failed rows, the gap its
+    ``completion_gap_max`` rows, a baseline deviation the span's rows of its figure with a
+    value and those of the windows its baseline is the median of (``base_from``: the TTFT
+    and the throughput baseline's windows), the mismatches the span's answers."""
     labels = {"scope": "fault", "fault": fault, "phase": phase} if fault else {
         "scope": "steady", "phase": phase}
-    ids = tuple(i for w in span for i in w.ids)
     if not span:
         bad = {**labels, "invalid": f"no load window in {phase}"
                + (f" of fault window {fault}" if fault else "")}
@@ -165,20 +199,28 @@ def span_figures(node: str, fault: str, phase: str, span: list[Window],
     total = completed + failed
     figures = [
         SpanFigure("request_error_rate", failed / total if total else 1.0, "ratio",
-                   dict(labels), node, ids),
-        SpanFigure("completion_gap_max", _gap(span), "s", dict(labels), node, ids),
+                   dict(labels), node, ids_of(span, "completed_requests", "failed_requests")),
+        SpanFigure("completion_gap_max", _gap(span), "s", dict(labels), node,
+                   ids_of(span, "completion_gap_max")),
     ]
     ttft_base, thr_base = base
-    ttfts = [w.ttft_p99 for w in span if w.completed > 0 and w.ttft_p99 is not None]
-    if ttft_base and ttfts:
-        figures.append(SpanFigure("baseline_deviation",
-                                  statistics.median(ttfts) / ttft_base - 1, "ratio",
-                                  {**labels, "figure": "ttft_p99"}, node, ids))
-    thr = [w.output_throughput for w in span if w.output_throughput is not None]
-    if thr_base and thr:
-        figures.append(SpanFigure("baseline_deviation",
-                                  statistics.median(thr) / thr_base - 1, "ratio",
-                                  {**labels, "figure": "output_throughput"}, node, ids))
+    ttft_span = [w for w in span if w.completed > 0 and w.ttft_p99 is not None]
+    if ttft_base and ttft_span:
+        ttft_from = [w for w in base_from[0] if w.ttft_p99 is not None]
+        figures.append(SpanFigure(
+            "baseline_deviation",
+            statistics.median([w.ttft_p99 for w in ttft_span if w.ttft_p99 is not None])
+            / ttft_base - 1, "ratio", {**labels, "figure": "ttft_p99"}, node,
+            ids_of(ttft_span + ttft_from, "ttft_p99")))
+    thr_span = [w for w in span if w.output_throughput is not None]
+    if thr_base and thr_span:
+        thr_from = [w for w in base_from[1] if w.output_throughput is not None]
+        figures.append(SpanFigure(
+            "baseline_deviation",
+            statistics.median([w.output_throughput for w in thr_span
+                               if w.output_throughput is not None]) / thr_base - 1, "ratio",
+            {**labels, "figure": "output_throughput"}, node,
+            ids_of(thr_span + thr_from, "output_throughput")))
     mine = {w.index for w in span}
     inside = [a for a in answers if a.window in mine]
     if inside:
@@ -199,7 +241,8 @@ def _placed(windows: list[Window], answers: list[Answer]) -> list[Answer]:
     placed = []
     for answer in answers:
         k = bisect_right(times, answer.at)
-        placed.append(replace(answer, window=highest[k - 1] if k else 0))
+        placed.append(Answer(answer.node, answer.at, answer.mismatch, answer.id,
+                             highest[k - 1] if k else 0))  # not replace(): 5× its cost
     return placed
 
 
@@ -217,6 +260,7 @@ def derive(windows: list[Window], answers: list[Answer], faults: list[Fault], *,
     for node in sorted(per_node):
         mine = per_node[node]
         own_answers = _placed(mine, answers_of_node.get(node, []))
+        soak_from = baseline_windows_of(mine, baseline_windows)
         soak_base = baseline(mine, baseline_windows)
         before: dict[str, list[Window]] = {}
         for fault, phase, _s, _e, span in spans(mine, faults, before_s=before_s,
@@ -224,11 +268,16 @@ def derive(windows: list[Window], answers: list[Answer], faults: list[Fault], *,
             if phase == "before":
                 before[fault] = span
             if phase in ("during", "after"):
-                pre = baseline(before.get(fault, []), len(before.get(fault, [])))
+                pre_windows = before.get(fault, [])
+                pre = baseline(pre_windows, len(pre_windows))
+                pre_from = baseline_windows_of(pre_windows, len(pre_windows))
                 base = (pre[0] or soak_base[0], pre[1] or soak_base[1])
+                base_from = (pre_from if pre[0] else soak_from,
+                             pre_from if pre[1] else soak_from)
             else:
-                base = soak_base
-            figures += span_figures(node, fault, phase, span, own_answers, base)
+                base, base_from = soak_base, (soak_from, soak_from)
+            figures += span_figures(node, fault, phase, span, own_answers, base,
+                                    base_from=base_from)
     return figures
 
 
@@ -245,10 +294,6 @@ class Row:
     at: float
 
 
-WINDOW_METRICS = ("completed_requests", "failed_requests", "ttft_p99", "output_throughput",
-                  "completion_gap_max")
-
-
 def _epoch(text: str | None) -> float | None:
     return float(text) if text else None
 
@@ -261,9 +306,11 @@ def windows_of(rows: Iterable[Row]) -> list[Window]:
     for row in rows:
         if row.metric not in WINDOW_METRICS:
             continue
-        entry = per_window.setdefault((row.node, int(row.labels["soak_window"])), {"ids": []})
+        entry = per_window.setdefault((row.node, int(row.labels["soak_window"])),
+                                      {"ids": [], "by": [0] * len(WINDOW_METRICS)})
         entry[row.metric] = row.value
         entry["ids"].append(row.id)
+        entry["by"][WINDOW_METRICS.index(row.metric)] = row.id
         if row.metric == "completion_gap_max":
             entry["start"] = float(row.labels["window_start"])
             entry["end"] = row.at
@@ -272,7 +319,8 @@ def windows_of(rows: Iterable[Row]) -> list[Window]:
     return [
         Window(node, index, e["start"], e["end"], e.get("completed_requests", 0.0),
                e.get("failed_requests", 0.0), e.get("ttft_p99"), e.get("output_throughput"),
-               e["completion_gap_max"], e["first"], e["last"], tuple(e["ids"]))
+               e["completion_gap_max"], e["first"], e["last"], tuple(e["ids"]),
+               tuple(e["by"]))
         for (node, index), e in sorted(per_window.items()) if "start" in e
     ]
 

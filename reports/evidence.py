@@ -192,6 +192,33 @@ def embedded_files(data: bytes, only: set[str] | None = None) -> dict[str, bytes
         raise ValueError(f"cannot read the PDF's embedded files: {_read_error_words(e)}") from e
 
 
+def _range_digests(data: bytes, runs: list[dict]) -> dict[int, str | ValueError]:
+    """The sha256 of each ranged run's bytes (by its position in ``runs``), or why its range
+    cannot be read: each bundled attachment read whole one at a time and dropped once its
+    runs are sliced (as :func:`embedded_files`, a name given twice counts as its last), so
+    the check holds one bundle, not every bundle of the report. Raises ValueError when the
+    PDF cannot be read."""
+    by_name: dict[str, list[int]] = {}
+    for number, run in enumerate(runs):
+        if "range" in run:
+            by_name.setdefault(run["attachment"], []).append(number)
+    found: dict[int, str | ValueError] = {}
+    try:
+        for name, stream in _embedded_streams(data):
+            if name not in by_name:
+                continue
+            content = b"".join(_decoded_blocks(stream))
+            for number in by_name[name]:
+                try:
+                    found[number] = hashlib.sha256(run_range(runs[number], content)).hexdigest()
+                except ValueError as e:
+                    found[number] = e
+            del content
+        return found
+    except _READ_ERRORS as e:
+        raise ValueError(f"cannot read the PDF's embedded files: {_read_error_words(e)}") from e
+
+
 def embedded_output(paths, sha256: str) -> bytes | None:
     """The raw output with ``sha256`` embedded in the first of the report files ``paths`` that
     holds it (a run whose stdout retention pruned, ``runners.retention``); None when none does."""
@@ -208,11 +235,21 @@ def embedded_output(paths, sha256: str) -> bytes | None:
     return None
 
 
+#: What the evidence check reads of a summary's run (the rest, its command and times, is
+#: dropped as it is read: 74 k runs at 128 nodes × 72 h).
+_RUN_KEYS = ("number", "attachment", "sha256", "range", "simulated")
+
+
 def _without_figures(obj: dict) -> dict | None:
     """``json.loads`` hook for the evidence check: a recorded figure (``metric`` and
     ``value``: the re-decision data's measurements, 0.55 M in a G4 summary at 128 nodes ×
-    72 h) is dropped as it is read; the check matches runs with attachments and needs none."""
-    return None if "metric" in obj and "value" in obj else obj
+    72 h) is dropped as it is read, and a run keeps only what the check reads
+    (``_RUN_KEYS``); the check matches runs with attachments and needs nothing else."""
+    if "metric" in obj and "value" in obj:
+        return None
+    if "attachment" in obj and "number" in obj:
+        return {key: obj[key] for key in _RUN_KEYS if key in obj}
+    return obj
 
 
 def evidence_check(data: bytes) -> EvidenceCheck:
@@ -227,21 +264,23 @@ def evidence_check(data: bytes) -> EvidenceCheck:
         return EvidenceCheck(True, f"no embedded evidence ({SUMMARY_NAME} absent): only the "
                                    f"signature can be checked", files=len(files), present=False)
     try:
-        summary = json.loads(raw, object_hook=_without_figures)
+        text = raw.decode("utf-8")  # decoded here, so the bytes go before the parse
         del raw
+        summary = json.loads(text, object_hook=_without_figures)
+        del text
         runs = [r for r in summary["runs"] if r.get("attachment")]
         simulated = bool(summary.get("simulated")) or any(r.get("simulated")
                                                            for r in summary["runs"])
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
         return EvidenceCheck(False, f"embedded {SUMMARY_NAME} is not a report summary: {e}",
                              files=len(files))
     problems, matched = [], 0
     listed = {SUMMARY_NAME}
-    try:  # bundled attachments (a soak's collected ranges) are read whole, then sliced
-        bundled = embedded_files(data, only={r["attachment"] for r in runs if "range" in r})
+    try:  # bundled attachments (a soak's collected ranges): one at a time, then sliced
+        ranged = _range_digests(data, runs)
     except ValueError as e:
         return EvidenceCheck(False, str(e), files=len(files))
-    for run in runs:
+    for number, run in enumerate(runs):
         name = run["attachment"]
         listed.add(name)
         if name not in files:
@@ -249,11 +288,11 @@ def evidence_check(data: bytes) -> EvidenceCheck:
             continue
         digest = files[name][0]
         if "range" in run:
-            try:
-                digest = hashlib.sha256(run_range(run, bundled[name])).hexdigest()
-            except ValueError as e:
-                problems.append(str(e))
+            found = ranged[number]
+            if isinstance(found, ValueError):
+                problems.append(str(found))
                 continue
+            digest = found
         if digest != run.get("sha256"):
             problems.append(f"run {run.get('number')}: {name} hashes to {digest[:16]}…, "
                             f"the summary says {str(run.get('sha256'))[:16]}…")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from reports.evidence import (
     attachment_name,
     bundle_name,
 )
+from reports.summary_file import summary_file
 
 TEMPLATE = "reports/gate_report.html"
 SOAK_TEMPLATE = "reports/_soak_section.html"
@@ -534,10 +534,11 @@ def _attachments(ctx: GateReportContext) -> list:
     fetcher = URLFetcher(allowed_protocols={"data"})
     # Compact JSON: an indent makes json use its pure-Python encoder (10× slower; a G4
     # summary at 128 nodes × 72 h lists 0.6 M recorded figures). `python -m json.tool` shows
-    # it indented.
-    summary = json.dumps(report_summary(ctx), ensure_ascii=False,
-                         separators=(",", ":")).encode()
-    files = [Attachment(file_obj=io.BytesIO(summary), name=SUMMARY_NAME,
+    # it indented. ASCII (other characters as \u escapes, the same JSON values): one byte a
+    # character in the text a verifier parses (a summary with one "÷" is a 2-byte-a-character
+    # Python string: at site scale 116 MB of JSON, 232 MB). Written piece by piece to a
+    # temporary file the PDF writer reads once (reports.summary_file).
+    files = [Attachment(file_obj=summary_file(report_summary(ctx)), name=SUMMARY_NAME,
                         description="Machine-readable summary of this report",
                         relationship="Data", url_fetcher=fetcher)]
     bundles: dict[str, list[bytes]] = {}

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
 
@@ -83,20 +84,29 @@ def _write_new(engagement: Engagement, name: str, data: bytes) -> Path:
     return report_file_write(engagement.name, name, data)
 
 
-def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind: str,
-                    about: Decision | None, decision: Decision | None, version: int,
+def _sign_and_store(build: Callable[[], GateReportContext], *, engagement: Engagement,
+                    kind: str, about: Decision | None, decision: Decision | None, version: int,
                     replaces: Report | None, reason: str, issued_by: str,
-                    signoff_complete: bool) -> Report:
+                    signoff_complete: bool | None = None) -> Report:
     """Render, sign, verify and store one version: the file (whole or not at all,
-    ``reports.storage``) and its row together. Call inside ``files_kept_on_commit`` and a
-    transaction holding the series' lock. Raises ReportRefused when the version exists
-    already (issued meanwhile), ReportNotWritten when the file could not be written."""
+    ``reports.storage``) and its row together. ``build`` makes the report's context, dropped
+    once rendered (a G4 context at site scale holds every collected raw output and figure:
+    the verification after signing does not hold it too); ``signoff_complete`` None: the
+    context's. Call inside ``files_kept_on_commit`` and a transaction holding the series'
+    lock. Raises ReportRefused when the version exists already (issued meanwhile),
+    ReportNotWritten when the file could not be written."""
+    context = build()
     label = (f"{context.gate_code} decision: {context.decision_outcome}" if kind == "gate"
              else f"final acceptance report: {context.decision_outcome}")
+    simulated = context.simulated
+    if signoff_complete is None:
+        signoff_complete = context.signoff_complete
     pdf = render_gate_report_pdf(context)
+    del context
     signing_started = time.monotonic()
     signed = sign_pdf(pdf, signer=service_signer(), reason=f"{label} (v{version})")
     signing_seconds = time.monotonic() - signing_started
+    del pdf
     check = verify_pdf(signed)
     if not check.valid:
         raise RuntimeError(f"the freshly signed report does not verify: {check.summary}")
@@ -109,7 +119,7 @@ def _sign_and_store(context: GateReportContext, *, engagement: Engagement, kind:
                     signoff_complete=signoff_complete,
                     path="", sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
                     signer=check.signer, signed_at=check.signed_at or timezone.now(),
-                    simulated=context.simulated, signing_seconds=signing_seconds,
+                    simulated=simulated, signing_seconds=signing_seconds,
                 )
         except IntegrityError:  # the same version issued meanwhile (the unique constraints)
             raise ReportRefused(f"version {version} of this report was issued meanwhile; "
@@ -133,8 +143,8 @@ def report_issue(*, decision: Decision) -> Report:
         existing = Report.objects.filter(decision=decision).first()
         if existing is not None:
             return existing
-        context = report_context(decision)
-        report = _sign_and_store(context, engagement=decision.gate.engagement,
+        report = _sign_and_store(lambda: report_context(decision),
+                                 engagement=decision.gate.engagement,
                                  kind=Report.Kind.GATE, about=decision, decision=decision,
                                  version=1, replaces=None,
                                  reason="issued when the decision was recorded",
@@ -190,13 +200,14 @@ def report_reissue(*, report: Report, reason: str, issued_by: str) -> Report:
         kwargs = {"signoffs": signoffs, "version": version, "replaces": _version_text(latest),
                   "reason": reason}
         if latest.kind == Report.Kind.FINAL:
-            context = final_report_context(engagement, **kwargs)
+            def build() -> GateReportContext:
+                return final_report_context(engagement, **kwargs)
         else:
-            context = report_context(latest.about, **kwargs)
+            def build() -> GateReportContext:
+                return report_context(latest.about, **kwargs)
         new = _sign_and_store(
-            context, engagement=engagement, kind=latest.kind, about=latest.about, decision=None,
-            version=version, replaces=latest, reason=reason, issued_by=issued_by,
-            signoff_complete=context.signoff_complete)
+            build, engagement=engagement, kind=latest.kind, about=latest.about, decision=None,
+            version=version, replaces=latest, reason=reason, issued_by=issued_by)
         AuditEntry.objects.create(
             engagement=engagement, actor=issued_by, action="report_reissue", reason=reason,
             details={"report": new.pk, "version": version, "replaces": latest.pk})
@@ -226,8 +237,8 @@ def final_report_issue(*, engagement: Engagement, issued_by: str) -> Report:
                 return report_reissue(report=existing, issued_by=issued_by,
                                       reason="final report re-issued on request with the "
                                              "latest decisions")
-            context = final_report_context(engagement)
-            report = _sign_and_store(context, engagement=engagement, kind=Report.Kind.FINAL,
+            report = _sign_and_store(lambda: final_report_context(engagement),
+                                     engagement=engagement, kind=Report.Kind.FINAL,
                                      about=None, decision=None, version=1, replaces=None,
                                      reason="issued on request", issued_by=issued_by,
                                      signoff_complete=False)

@@ -96,7 +96,7 @@ def windows_record(soak: Soak, agent: SoakAgent, stored: Sequence[Measurement]) 
         completed=w.completed, failed=w.failed, ttft_p99=w.ttft_p99,
         output_throughput=w.output_throughput, completion_gap_max=w.gap_max,
         first_completion=w.first_completion, last_completion=w.last_completion,
-        measurement_ids=list(w.ids)) for w in folded])
+        measurement_ids=list(w.ids), metric_ids=list(w.metric_ids)) for w in folded])
     if not soak.chart_bucket_windows:  # another copy of the soak may have fixed it
         soak.chart_bucket_windows = Soak.objects.values_list(
             "chart_bucket_windows", flat=True).get(id=soak.id)

@@ -275,6 +275,9 @@ class SoakWindow(models.Model):
     measurement rows, written once when the window is collected (``runners.soak.collection``),
     so the driver tick, the live page and the evaluation read one row per window instead of
     re-grouping every sample. ``measurement_ids`` are the rows it was folded from (evidence);
+    ``metric_ids`` the id of its row of each ``gates.soak_derivations.WINDOW_METRICS`` metric
+    in that order (0: none; empty for a window folded before they were kept), so each figure
+    links only the rows it used;
     times are node epoch seconds; ``ttft_p99`` s, ``output_throughput`` tok/s,
     ``completion_gap_max`` s, ``completed`` / ``failed`` requests (1)."""
 
@@ -291,6 +294,7 @@ class SoakWindow(models.Model):
     first_completion = models.FloatField(null=True, blank=True)
     last_completion = models.FloatField(null=True, blank=True)
     measurement_ids = models.JSONField(default=list)
+    metric_ids = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["soak", "node", "index"]

@@ -5,9 +5,9 @@ saying so; a soak not waiting for a decision is left alone."""
 import pytest
 
 from gates.models import Decision
-from runners.models import GateRun
+from runners.models import GateRun, Measurement
 from runners.soak import tasks
-from runners.soak.models import Soak
+from runners.soak.models import Soak, SoakWindow
 
 from .pages_fixtures import recorded_soak
 
@@ -45,3 +45,42 @@ def test_it_issues_the_report_after_the_decision_then_finishes_the_run(evaluatin
     tasks.soak_decide(soak_id=evaluating.id)  # a duplicate delivery decides nothing again
     assert issued == [decision] and Decision.objects.filter(
         gate_run_id=evaluating.gate_run_id).count() == 1
+
+
+USED = {"request_error_rate": {"completed_requests", "failed_requests"},
+        "completion_gap_max": {"completion_gap_max"}, "probe_mismatches": {"probe_mismatches"}}
+
+
+def linked_metrics(soak):
+    """{(metric, phase, fault, figure): the metrics of the rows the stored figure links}."""
+    return {(f.metric, f.labels.get("phase", ""), f.labels.get("fault", ""),
+             f.labels.get("figure", "")): {m.metric for m in f.inputs.all()}
+            for f in Measurement.objects.filter(gate_run_id=soak.gate_run_id, derived=True)
+            .prefetch_related("inputs")}
+
+
+def test_each_stored_figure_links_only_the_rows_of_what_it_used(evaluating, monkeypatch):
+    monkeypatch.setattr(tasks, "report_issue", lambda *, decision: None)
+    tasks.soak_decide(soak_id=evaluating.id)
+    linked = linked_metrics(evaluating)
+    assert len(linked) > 10
+    for (metric, _phase, _fault, figure), metrics in linked.items():
+        if metric in USED:
+            assert metrics == USED[metric], metric
+        elif metric == "baseline_deviation":
+            assert metrics == {figure}, figure
+    duration = Measurement.objects.get(gate_run_id=evaluating.gate_run_id,
+                                       metric="soak_duration")
+    assert duration.inputs.count() == 30  # one row per window
+
+
+def test_a_soak_folded_before_the_rows_per_metric_were_kept_still_evaluates(evaluating,
+                                                                           monkeypatch):
+    SoakWindow.objects.filter(soak=evaluating).update(metric_ids=[])
+    monkeypatch.setattr(tasks, "report_issue", lambda *, decision: None)
+    tasks.soak_decide(soak_id=evaluating.id)
+    assert Decision.objects.filter(gate_run_id=evaluating.gate_run_id).exists()
+    linked = linked_metrics(evaluating)  # every row of each window, as before
+    assert linked[("request_error_rate", "steady", "", "")] == {
+        "completed_requests", "failed_requests", "ttft_p99", "output_throughput",
+        "completion_gap_max"}

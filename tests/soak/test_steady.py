@@ -1,6 +1,8 @@
 """The steady-state figures, a pure function: spans around a fault, pre-fault baselines, gaps,
 correctness answers — values worked out by hand."""
 
+from dataclasses import replace
+
 import pytest
 
 from runners.parsers import soak_correctness, soak_windows
@@ -90,6 +92,39 @@ def test_correctness_answers_count_in_the_window_they_came_in():
     assert by(figures, "probe_mismatches", "during").input_ids == (2,)
 
 
+def linked(i, start, **kw):
+    """``window(i, …)`` whose rows are i·100 + 1 … 5 (completed, failed, TTFT, throughput,
+    gap)."""
+    ids = tuple(100 * i + k for k in range(1, 6))
+    return replace(window(i, start, **kw), ids=ids, metric_ids=ids)
+
+
+def test_each_figure_links_only_the_rows_it_used():
+    # Windows 1–10 at t = 0 … 9; the fault from 4.5 to 6.5: before = 3, 4; during = 5, 6, 7.
+    windows = [linked(i, i - 1.0) for i in range(1, 11)]
+    figures = derive(windows, [Answer("n1", 4.95, 0.0, 7)], [Fault("link-down", 4.5, 6.5)],
+                     baseline_windows=3, before_s=2.0, after_s=2.0, now=100.0)
+    assert by(figures, "request_error_rate", "during").input_ids == (
+        501, 502, 601, 602, 701, 702)
+    assert by(figures, "completion_gap_max", "during").input_ids == (505, 605, 705)
+    # a deviation: the span's rows of its figure, then its baseline windows' (pre-fault: 3, 4)
+    assert by(figures, "baseline_deviation", "during", "ttft_p99").input_ids == (
+        503, 603, 703, 303, 403)
+    assert by(figures, "baseline_deviation", "during", "output_throughput").input_ids == (
+        504, 604, 704, 304, 404)
+    # steady: windows 1–4, 8–10; its baseline (the soak's first 3 windows) each row once
+    assert by(figures, "baseline_deviation", "steady", "ttft_p99").input_ids == (
+        103, 203, 303, 403, 803, 903, 1003)
+    assert by(figures, "probe_mismatches", "during").input_ids == (7,)
+
+
+def test_a_window_without_its_rows_per_metric_links_every_row_it_came_from():
+    windows = [window(i, i - 1.0) for i in range(1, 4)]  # ids (i,), per metric unknown
+    figures = derive(windows, [], [], baseline_windows=1, before_s=1, after_s=1, now=10.0)
+    assert by(figures, "completion_gap_max", "steady").input_ids == (1, 2, 3)
+    assert by(figures, "baseline_deviation", "steady", "ttft_p99").input_ids == (1, 2, 3)
+
+
 def test_it_says_where_an_answer_diverges():
     assert divergence("the KV cache is read back", "the KV cache is read back") == (0.0, "exact")
     assert divergence("the KV cache is read back", "the KV page is read back") == (
@@ -114,6 +149,7 @@ def test_the_rows_become_windows_and_answers_as_stored():
                                                                          12.0, 0.0)
     assert (w.ttft_p99, w.output_throughput, w.gap_max) == (0.3, None, 0.75)
     assert (w.first_completion, w.last_completion, w.ids) == (10.25, None, (7, 8, 9))
+    assert w.metric_ids == (7, 0, 9, 0, 8)  # completed, failed, TTFT, throughput, gap
     assert answers_of(rows) == [Answer("n1", 10.5, 1.0, 11)]
 
 
