@@ -7,9 +7,18 @@ the target, ``ratio`` = value ÷ target; medians of ``--runs`` where a figure re
 * ``soak_page_p95`` / ``soak_poll_p95`` (ms): the soak page and its 2 s htmx poll as an
   engineer sees them, ``--requests`` requests each (target 300 ms); their CPU p95 too (the
   machine's two cores are shared, so wall time is inflated by the load);
-* ``soak_driver_tick`` (s): the database side of one driver tick — folding one new window per
-  node into its aggregate and judging every check on the span figures (``soak_checks_update``);
-  the nodes' reads run in collection threads and are not the service's cost;
+* ``soak_driver_tick`` (s): the database side of one driver tick as the driver takes it —
+  one new window per node folded into its aggregate (``windows_record``), then into the live
+  span figures the driver keeps across ticks, every check judged and stored
+  (``soak_checks_refresh``) — beside, as its anchor, the from-scratch tick it replaced (the
+  same new windows, then every window and answer read again and derived anew:
+  ``soak_checks_update``); ``…_cpu``, ``…_db_cpu`` the same for the CPU;
+  ``soak_driver_judge`` (and its CPU figures): the tick without the collection's own
+  storing of the windows (the fold, judging and storing the checks, against
+  ``soak_checks_update``); and
+  ``soak_driver_tick_start`` (s): the full pass that builds the live figures (driver start,
+  resume, recovery, a fault injected or healed). The nodes' reads run in collection threads
+  and are not the service's cost;
 * ``soak_evaluation`` (s): ``soak_decide`` — every span figure derived and stored with its
   input links, every criterion judged, the decision recorded (target 10 s); with
   ``soak_driver_tick_cpu`` / ``soak_evaluation_cpu``: this process's CPU, and ``…_db_cpu``:
@@ -90,7 +99,13 @@ def measure(args) -> None:
     from acceptance.models import Membership
     from runners.models import Measurement
     from runners.soak.collection import windows_record
-    from runners.soak.evaluation import soak_checks_update, soak_decide
+    from runners.soak.evaluation import (
+        soak_checks_refresh,
+        soak_checks_update,
+        soak_decide,
+        soak_tick_fold,
+        soak_tick_start,
+    )
     from runners.soak.models import Soak, SoakWindow
 
     started = time.perf_counter()
@@ -131,16 +146,15 @@ def measure(args) -> None:
     print(figure("soak_poll_p95", p95(poll), "ms", 300.0, 1))
     print(figure("soak_poll_cpu_p95", p95(poll_cpu), "ms", 300.0, 1))
 
-    # One driver tick's database side: one new window per node folded in, every check judged.
+    # One driver tick's database side, one new window per node: the driver's path (the live
+    # figures kept across ticks) and, as its anchor, the from-scratch tick, run by run.
     from runners.soak.models import SoakAgent
 
     agents = list(SoakAgent.objects.filter(soak=soak).select_related("node", "soak"))
-    ticks, tick_cpu, tick_db = [], [], []
-    for run in range(args.runs):
-        index = count + 1 + run
-        start, start_cpu, start_db = time.perf_counter(), time.process_time(), backend_cpu()
+
+    def windows_arrive(index: int) -> None:
+        end = T0 + index * 900.0
         for agent in agents:
-            end = T0 + index * 900.0
             rows = Measurement.objects.bulk_create([
                 Measurement(gate_run_id=soak.gate_run_id, node=agent.node, metric=m, value=v,
                             unit=u, sampled_at=at(end), labels=dict(
@@ -153,13 +167,44 @@ def measure(args) -> None:
                         "first_completion": f"{end - 899:.3f}",
                         "last_completion": f"{end - 1:.3f}"}))])
             windows_record(soak, agent, rows)
-        soak_checks_update(soak=soak)
-        ticks.append(time.perf_counter() - start)
-        tick_cpu.append(time.process_time() - start_cpu)
-        tick_db.append(backend_cpu() - start_db)
-    print(figure("soak_driver_tick", statistics.median(ticks), "s", None, 2))
-    print(figure("soak_driver_tick_cpu", statistics.median(tick_cpu), "s", None, 2))
-    print(figure("soak_driver_tick_db_cpu", statistics.median(tick_db), "s", None, 2))
+
+    def clocked(work) -> tuple[float, float, float]:
+        start, start_cpu, start_db = time.perf_counter(), time.process_time(), backend_cpu()
+        work()
+        return (time.perf_counter() - start, time.process_time() - start_cpu,
+                backend_cpu() - start_db)
+
+    def both(first, second) -> tuple[float, ...]:
+        """Seconds, CPU, database CPU of ``first`` + ``second``, then of ``second`` alone."""
+        a, b = clocked(first), clocked(second)
+        return tuple(x + y for x, y in zip(a, b, strict=True)) + b
+
+    starts = [clocked(lambda: soak_tick_start(soak)) for _ in range(args.runs)]
+    live = soak_tick_start(soak)
+    ticks: dict[str, list[tuple[float, ...]]] = {"live": [], "scratch": []}
+    for run in range(args.runs):
+        index = count + 1 + 2 * run
+        ticks["scratch"].append(both(lambda i=index: windows_arrive(i),
+                                     lambda: soak_checks_update(soak=soak)))
+        soak_tick_fold(soak, live)  # the scratch tick's windows: the driver has them too
+        ticks["live"].append(both(lambda i=index + 1: windows_arrive(i),
+                                  lambda: soak_checks_refresh(soak=soak, stamp=live)))
+    if (live.spans.windows, live.window_id) != (
+            SoakWindow.objects.filter(soak=soak).count(),
+            SoakWindow.objects.order_by("id").last().id):
+        raise SystemExit("the live figures did not fold every window")
+
+    def median(path: str, column: int) -> float:
+        return statistics.median(t[column] for t in ticks[path])
+
+    for column, name in enumerate(("soak_driver_tick", "soak_driver_tick_cpu",
+                                   "soak_driver_tick_db_cpu", "soak_driver_judge",
+                                   "soak_driver_judge_cpu", "soak_driver_judge_db_cpu")):
+        print(figure(name, median("live", column), "s", median("scratch", column), 3))
+    print(figure("soak_driver_tick_start", statistics.median(s[0] for s in starts), "s",
+                 None, 3))
+    print(figure("soak_driver_tick_start_cpu", statistics.median(s[1] for s in starts), "s",
+                 None, 3))
 
     Soak.objects.filter(id=soak.id).update(state=Soak.State.EVALUATING)
     soak.refresh_from_db()

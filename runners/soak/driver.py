@@ -176,11 +176,14 @@ def _loop(soak: Soak, nodes: NodePool, token: str) -> bool:
     deadline = soak.deadline_at or (timezone.now()
                                     + timedelta(seconds=2 * soak.duration_s + 120))
     bound = int((deadline - timezone.now()).total_seconds() / tick) + 100
-    stamp = None
+    stamp = None  # the live span figures, built from the stored windows on the first tick
+    state = soak.state
     for _ in range(max(bound, 1)):
         soak.refresh_from_db()
         if soak.state not in Soak.ACTIVE or not _owned(soak, token):
             return False
+        if soak.state != state:  # started, paused, resumed: built again (a few times a soak)
+            stamp, state = None, soak.state
         if soak.abort_requested_at or cancel_requested(soak.gate_run_id):
             who = soak.abort_requested_by or soak.gate_run.cancel_requested_by or "?"
             _abort(soak, nodes, f"aborted by {who}: {soak.abort_reason or 'run cancelled'}",

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from django.db import connection, transaction
 from django.db.models import Case, F, FloatField, Func, JSONField, QuerySet, Value, When
@@ -197,9 +197,16 @@ def fault_checks_judge(soak: Soak, samples: list[evaluation.Sample]) -> dict:
 
 
 def soak_checks_update(*, soak: Soak) -> dict:
-    """Judge every criterion on the span figures so far and store the result in
-    ``soak.checks`` ({criterion key: {state, value, explanation, at}}): the live check states."""
-    figures = soak_figures(soak, soak_inputs(soak, ids=False))  # no input links stored here
+    """Judge every criterion on the span figures so far, derived from scratch (every window
+    and answer of the soak read again), and store the result (:func:`checks_store`). The
+    driver's tick folds only what is new instead (:func:`soak_checks_refresh`)."""
+    return checks_store(soak, soak_figures(soak, soak_inputs(soak, ids=False)))
+
+
+def checks_store(soak: Soak, figures: list[steady.SpanFigure]) -> dict:
+    """Judge every criterion on the span ``figures`` and store the result in ``soak.checks``
+    ({criterion key: {state, value, explanation, at}}: the live check states),
+    ``soak.fault_checks`` and ``soak.figures`` (what the soak page reads)."""
     samples = [evaluation.Sample(i, f.metric, f.value, f.unit, f.labels, f.node)
                for i, f in enumerate(figures)]
     checks = {}
@@ -217,24 +224,87 @@ def soak_checks_update(*, soak: Soak) -> dict:
     return checks
 
 
-def soak_inputs_stamp(soak: Soak) -> tuple:
-    """What the span figures depend on, in three cheap queries: the windows folded in, the
-    correctness answers stored, each fault's injection and heal. Equal stamps, equal figures
-    (a fault still on only grows its span by the windows that arrive)."""
-    return (SoakWindow.objects.filter(soak=soak).count(),
-            Measurement.objects.filter(gate_run_id=soak.gate_run_id, metric="probe_mismatches",
-                                       derived=False).count(),
-            tuple(soak.faults.order_by("position").values_list("injected_at", "healed_at")))
+@dataclass
+class SoakTick:
+    """What the driver keeps from tick to tick: the live span figures
+    (``gates.soak_live.LiveSpans``), the faults' ``(injected_at, healed_at)`` they were built
+    for, and the last ``SoakWindow`` id and ``probe_mismatches`` measurement id folded in.
+    Only the soak's driver writes its windows and answers (collection runs in its thread), so
+    rows newer than those ids are the ones not yet folded."""
+
+    faults: tuple
+    spans: steady.LiveSpans
+    window_id: int = 0
+    answer_id: int = 0
 
 
-def soak_checks_refresh(*, soak: Soak, stamp: tuple | None) -> tuple:
-    """Judge the checks again (:func:`soak_checks_update`) only when the inputs changed since
-    ``stamp`` (the value this returned last time; None: always). The driver calls it every
-    tick: with a 60 s sampling interval and 15 min windows, 14 ticks of 15 bring no window."""
-    now = soak_inputs_stamp(soak)
-    if now != stamp:
-        soak_checks_update(soak=soak)
-    return now
+WINDOW_COLUMNS = ("node__name", "index", "start", "end", "completed", "failed", "ttft_p99",
+                  "output_throughput", "completion_gap_max", "first_completion",
+                  "last_completion")
+
+
+def _faults_now(soak: Soak) -> tuple[tuple, list[steady.Fault]]:
+    """Each fault's ``(injected_at, healed_at)`` in plan order, and the injected ones as the
+    derivation takes them (one query)."""
+    rows = list(soak.faults.order_by("position").values_list("name", "injected_at",
+                                                               "healed_at"))
+    return (tuple((injected, healed) for _n, injected, healed in rows),
+            [steady.Fault(name, injected.timestamp(), healed.timestamp() if healed else None)
+             for name, injected, healed in rows if injected is not None])
+
+
+def soak_tick_fold(soak: Soak, tick: SoakTick) -> int:
+    """Fold into ``tick`` the windows and answers stored since it last folded (rows with a
+    higher id: two queries over the new rows only); the number folded."""
+    windows = list(SoakWindow.objects.filter(soak=soak, id__gt=tick.window_id).order_by(
+        "id").values_list("id", *WINDOW_COLUMNS))
+    answers = list(Measurement.objects.filter(
+        gate_run_id=soak.gate_run_id, metric="probe_mismatches", derived=False,
+        id__gt=tick.answer_id).order_by("id").values_list("id", "value", "node__name",
+                                                          "sampled_at"))
+    tick.spans.windows_fold(steady.Window(*row[1:]) for row in windows)
+    tick.spans.answers_fold(steady.Answer(node, at.timestamp(), value, id_)
+                            for id_, value, node, at in answers)
+    tick.window_id = windows[-1][0] if windows else tick.window_id
+    tick.answer_id = answers[-1][0] if answers else tick.answer_id
+    return len(windows) + len(answers)
+
+
+def soak_tick_start(soak: Soak) -> SoakTick:
+    """A new tick state with every window and answer of the soak folded in (one full pass: at
+    driver start, resume and recovery, and when a fault is injected or healed). A soak
+    collected before the window aggregates existed gets them stored first (a soak with no
+    window yet is left as it is: no digest rebuilt for nothing)."""
+    if not SoakWindow.objects.filter(soak=soak).exists() and Measurement.objects.filter(
+            gate_run_id=soak.gate_run_id, metric__in=WINDOW_METRICS, derived=False).exists():
+        soak_windows_rebuild(soak)
+    stamp, faults = _faults_now(soak)
+    tick = SoakTick(stamp, steady.LiveSpans(faults, **soak_spans(soak)))
+    soak_tick_fold(soak, tick)
+    return tick
+
+
+def soak_checks_refresh(*, soak: Soak, stamp: SoakTick | None) -> SoakTick:
+    """The driver's tick: fold in the windows and answers stored since ``stamp`` (the state
+    this returned last time; None: build it from every stored window and answer) and, when
+    anything was new, judge the checks on the live span figures and store them
+    (:func:`checks_store`) — in proportion to the new rows and the span figures, not to the
+    soak's length. A fault injected or healed since builds the state again from the stored
+    windows. With a 60 s sampling interval and 15 min windows, 14 ticks of 15 bring no
+    window: nothing is judged then."""
+    faults, _ = _faults_now(soak)
+    if stamp is None or stamp.faults != faults:
+        tick = soak_tick_start(soak)
+    else:
+        tick = stamp
+        try:
+            if not soak_tick_fold(soak, tick):
+                return tick
+        except ValueError:  # a window seen twice: the stored rows decide, read again
+            logger.warning("soak %s: a window was folded twice; state built again", soak.id)
+            tick = soak_tick_start(soak)
+    checks_store(soak, tick.spans.figures(time.time()))
+    return tick
 
 
 def _store_figures(soak: Soak) -> list[evaluation.Sample]:

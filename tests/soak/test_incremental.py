@@ -15,6 +15,7 @@ from runners.soak.collection import agent_collect
 from runners.soak.digest import digest_rebuild
 from runners.soak.evaluation import (
     soak_checks_refresh,
+    soak_checks_update,
     soak_figures,
     soak_inputs,
     soak_windows_scratch,
@@ -130,11 +131,22 @@ def test_the_span_figures_from_the_aggregates_equal_those_from_every_sample(coll
     assert spans[("", "steady", "probe_mismatches", "")].value == 0.0
 
 
-def test_the_checks_are_judged_again_only_when_a_window_answer_or_fault_arrived(collected):
+def judged(soak):
+    """What the tick stores for the page: the checks (without their time), the fault table,
+    the span figures."""
+    soak.refresh_from_db()
+    return ({k: {**v, "at": ""} for k, v in soak.checks.items()}, soak.fault_checks,
+            soak.figures)
+
+
+def test_the_checks_are_judged_again_only_when_a_window_answer_or_fault_arrived(
+        collected, django_assert_num_queries):
     stamp = soak_checks_refresh(soak=collected, stamp=None)
+    assert (stamp.spans.windows, stamp.spans.answers) == (18, 6)
     collected.refresh_from_db()
     judged_at = collected.checks["error-rate"]["at"]
-    assert soak_checks_refresh(soak=collected, stamp=stamp) == stamp
+    with django_assert_num_queries(3):  # the faults, the windows and answers newer than seen
+        assert soak_checks_refresh(soak=collected, stamp=stamp) is stamp
     collected.refresh_from_db()
     assert collected.checks["error-rate"]["at"] == judged_at  # nothing new: not judged again
     agent = collected.agents.get()
@@ -143,10 +155,55 @@ def test_the_checks_are_judged_again_only_when_a_window_answer_or_fault_arrived(
     agent.offsets = {}
     agent.save(update_fields=["offsets"])
     agent_collect(soak=collected, agent=agent, nodes=node)
-    assert soak_checks_refresh(soak=collected, stamp=stamp) != stamp
+    assert soak_checks_refresh(soak=collected, stamp=stamp) is stamp  # folded in, not rebuilt
+    assert (stamp.spans.windows, stamp.spans.answers) == (19, 6)
+    assert stamp.window_id == SoakWindow.objects.get(soak=collected, index=19).id
     collected.refresh_from_db()
     assert collected.checks["error-rate"]["at"] != judged_at
     assert collected.checks["error-rate"]["state"] == "fail"
+
+
+def test_the_tick_stores_what_the_from_scratch_judgement_stores(collected):
+    """Windows and answers folded tick by tick (an answer collected before its window's row)
+    give the page the same checks, fault table and figures as judging every row again."""
+    stamp = soak_checks_refresh(soak=collected, stamp=None)
+    agent = collected.agents.get()
+    node = Node()
+    agent.offsets = {}
+    agent.save(update_fields=["offsets"])
+    # a wrong answer in window 19 arrives a tick before window 19's row
+    node.files["probes.jsonl"] = round_line(7, T0 + 18.5, " Lyon.")
+    agent_collect(soak=collected, agent=agent, nodes=node)
+    agent.refresh_from_db()
+    soak_checks_refresh(soak=collected, stamp=stamp)
+    placed = stamp.spans.nodes[agent.node.name]
+    assert placed.answer_window[-1] == 18  # tentative: the last window started before it
+    node.files["windows.jsonl"] = window_line(19, ttft_ms=900.0)
+    agent_collect(soak=collected, agent=agent, nodes=node)
+    assert soak_checks_refresh(soak=collected, stamp=stamp) is stamp
+    assert placed.answer_window[-1] == 19
+    live = judged(collected)
+    mismatches = {f["labels"]["phase"]: f["value"] for f in live[2]
+                  if f["metric"] == "probe_mismatches"}
+    assert (mismatches["steady"], mismatches["during"]) == (1.0, 1.0)
+    soak_checks_update(soak=collected)
+    assert judged(collected) == live
+
+
+def test_a_fault_healed_since_the_last_tick_builds_the_state_again(collected):
+    fault = collected.faults.get()
+    healed_at = fault.healed_at
+    FaultWindow.objects.filter(id=fault.id).update(healed_at=None, state="injected")
+    stamp = soak_checks_refresh(soak=collected, stamp=None)
+    still_on = judged(collected)
+    assert not any(f["labels"]["phase"] == "after" for f in still_on[2])
+    FaultWindow.objects.filter(id=fault.id).update(healed_at=healed_at, state="healed")
+    again = soak_checks_refresh(soak=collected, stamp=stamp)
+    assert again is not stamp and again.spans.windows == 18
+    healed = judged(collected)
+    assert any(f["labels"]["phase"] == "after" for f in healed[2])
+    soak_checks_update(soak=collected)
+    assert judged(collected) == healed
 
 
 def test_the_page_digest_folded_tick_by_tick_equals_the_one_rebuilt_from_the_ledger(
@@ -169,3 +226,13 @@ def test_the_live_figures_read_without_input_ids_equal_the_linked_ones(collected
     linked = soak_figures(collected, soak_inputs(collected))
     assert any(f.input_ids for f in linked)
     assert bare(soak_figures(collected, soak_inputs(collected, ids=False))) == bare(linked)
+
+
+def test_a_soak_collected_before_the_window_aggregates_gets_them_at_the_first_tick(collected):
+    SoakWindow.objects.filter(soak=collected).delete()
+    stamp = soak_checks_refresh(soak=collected, stamp=None)
+    assert SoakWindow.objects.filter(soak=collected).count() == 18
+    assert (stamp.spans.windows, stamp.spans.answers) == (18, 6)
+    live = judged(collected)
+    soak_checks_update(soak=collected)
+    assert judged(collected) == live
