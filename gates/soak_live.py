@@ -37,7 +37,15 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from gates.soak_derivations import Answer, Fault, SpanFigure, Window, baseline, span_figures
+from gates.soak_derivations import (
+    Answer,
+    Fault,
+    SpanFigure,
+    Window,
+    _overlaps,
+    baseline,
+    span_figures,
+)
 
 STEADY_LABELS = {"scope": "steady", "phase": "steady"}
 
@@ -48,10 +56,6 @@ def _median(ordered: list[float]) -> float:
     if len(ordered) % 2:
         return ordered[half]
     return (ordered[half - 1] + ordered[half]) / 2
-
-
-def _overlaps(w: Window, start: float, end: float) -> bool:
-    return w.start < end and w.end > start
 
 
 def _pair_gap(prev: Window, nxt: Window) -> float | None:
