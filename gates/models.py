@@ -93,12 +93,14 @@ class DatePlusDays(models.Func):
                               arg_joiner=", '+' || ", **extra)
 
 
-def gate_due_date_sql(start_date: Combinable | str) -> models.Func:
-    """``Gate.due_date`` in SQL for a gate row: its ``rescheduled_due_date`` if set, else
-    ``start_date`` (the engagement's, e.g. ``OuterRef("start_date")``) + ``due_week`` weeks."""
+def gate_due_date_sql(start_date: Combinable | str, gate: str = "") -> models.Func:
+    """``Gate.due_date`` in SQL: the gate's ``rescheduled_due_date`` if set, else ``start_date``
+    (the engagement's: ``"engagement__start_date"`` from a gate, ``"start_date"`` from an
+    engagement) + ``due_week`` weeks; ``gate``: the path to the gate's fields (``"gates__"`` from
+    an engagement)."""
     start = models.F(start_date) if isinstance(start_date, str) else start_date
     return Coalesce(
-        "rescheduled_due_date", DatePlusDays(start, models.F("due_week") * 7),
+        f"{gate}rescheduled_due_date", DatePlusDays(start, models.F(f"{gate}due_week") * 7),
         output_field=models.DateField())
 
 

@@ -19,18 +19,14 @@ from django.core.paginator import Page, Paginator
 from django.db.models import (
     Case,
     Count,
-    DateField,
     F,
     Func,
     Min,
-    OuterRef,
     Q,
     QuerySet,
-    Subquery,
     Value,
     When,
 )
-from django.db.models.lookups import LessThan
 from django.urls import reverse
 from django.utils.html import conditional_escape as escape
 from django.utils.safestring import SafeString, mark_safe
@@ -211,23 +207,18 @@ class _CodePointOrder(Func):
                               **extra)
 
 
-def _next_due_sql() -> Subquery:
-    """The earliest due date of an engagement's gates not passed (NULL: none), in SQL."""
-    return Subquery(
-        Gate.objects.filter(engagement=OuterRef("pk")).exclude(state=Gate.State.PASSED)
-        .order_by().values("engagement")
-        .annotate(due=Min(gate_due_date_sql(OuterRef("start_date")))).values("due"),
-        output_field=DateField())
-
-
 def ranked_engagements(engagements: QuerySet[Engagement], today: date) -> QuerySet[Engagement]:
     """``engagements`` in the dashboard's order, ranked by the database as ``_ranked`` ranks:
     stopped, overdue, active, accepted; then the earliest due date of a gate not passed (none:
     last); then the name. Each is annotated with ``next_due`` (that date) and ``overdue``
-    (``next_due`` before ``today``: the page's day, not the database's ``CURRENT_DATE``)."""
+    (``next_due`` before ``today``: the page's day, not the database's ``CURRENT_DATE``).
+
+    One pass over the gates joined and grouped per engagement (a subquery per engagement would
+    be run per row, and again for each place it is named)."""
     late = Q(next_due__lt=today)
     return engagements.annotate(
-        next_due=_next_due_sql(),
+        next_due=Min(gate_due_date_sql("start_date", gate="gates__"),
+                     filter=~Q(gates__state=Gate.State.PASSED)),
         overdue=Case(When(late, then=Value(True)), default=Value(False)),
         rank=Case(When(state=Engagement.State.STOPPED, then=Value(0)),
                   When(late, then=Value(1)),
@@ -238,9 +229,9 @@ def ranked_engagements(engagements: QuerySet[Engagement], today: date) -> QueryS
 def dashboard_summary(engagements: QuerySet[Engagement], today: date) -> DashboardSummary:
     """The counts over every engagement of ``engagements``, in one query: all, stopped, with
     a gate overdue on ``today`` (stopped ones too), accepted."""
-    return DashboardSummary(**engagements.order_by().aggregate(
+    return DashboardSummary(**ranked_engagements(engagements, today).order_by().aggregate(
         total=Count("pk"), stopped=Count("pk", filter=Q(state=Engagement.State.STOPPED)),
-        overdue=Count("pk", filter=LessThan(_next_due_sql(), Value(today, DateField()))),
+        overdue=Count("pk", filter=Q(next_due__lt=today)),
         accepted=Count("pk", filter=Q(state=Engagement.State.ACCEPTED))))
 
 
