@@ -21,6 +21,7 @@ from django.db.models import (
     Count,
     F,
     Func,
+    IntegerField,
     Min,
     Q,
     QuerySet,
@@ -235,18 +236,56 @@ def dashboard_summary(engagements: QuerySet[Engagement], today: date) -> Dashboa
         accepted=Count("pk", filter=Q(state=Engagement.State.ACCEPTED))))
 
 
-class _RankedValues:
-    """What the paginator pages: the ranked engagements' ``ENGAGEMENT_VALUES``, counted by the
-    summary's query and read one page at a time (LIMIT/OFFSET)."""
+class _SumOverAll(Func):
+    """``SUM(x) OVER ()``: a count over every ranked engagement, beside each row of the page
+    (a window, not an aggregate: the page's rows stay rows)."""
 
-    def __init__(self, ranked: QuerySet[Engagement], total: int):
-        self.ranked, self.total = ranked.values_list(*ENGAGEMENT_VALUES), total
+    template = "SUM(%(expressions)s) OVER ()"
+    output_field = IntegerField()
+    contains_over_clause = True
+
+    def get_group_by_cols(self) -> list:
+        return []  # computed after the grouping, never grouped by
+
+
+def _counted(ranked: QuerySet[Engagement], today: date) -> QuerySet:
+    """``ranked``'s ``ENGAGEMENT_VALUES`` followed by the summary's four counts."""
+    one = Value(1, IntegerField())
+
+    def counted(condition: Q) -> _SumOverAll:
+        return _SumOverAll(Case(When(condition, then=one), default=Value(0, IntegerField())))
+
+    return ranked.annotate(
+        count_total=_SumOverAll(one),
+        count_stopped=counted(Q(state=Engagement.State.STOPPED)),
+        count_overdue=counted(Q(next_due__lt=today)),
+        count_accepted=counted(Q(state=Engagement.State.ACCEPTED)),
+    ).values_list(*ENGAGEMENT_VALUES, "count_total", "count_stopped", "count_overdue",
+                  "count_accepted")
+
+
+class _PageRead:
+    """What the paginator pages: one page's rows, already read (at ``offset``, of ``total``)."""
+
+    def __init__(self, rows: list[tuple], offset: int, total: int):
+        self.rows, self.offset, self.total = rows, offset, total
 
     def __len__(self) -> int:
         return self.total
 
     def __getitem__(self, index: slice) -> list[tuple]:
-        return list(self.ranked[index])
+        if index.start != self.offset:
+            raise IndexError(f"rows {index.start}… were not read (read: {self.offset}…)")
+        return self.rows[: index.stop - index.start]
+
+
+def _page_number(page: int | str | None) -> int | None:
+    """``page`` as a page number from 1, or None when it is not one (the paginator says why)."""
+    try:
+        number = int(page or 1)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 1 else None
 
 
 def dashboard_rows(engagements: QuerySet[Engagement], today: date, *,
@@ -255,13 +294,25 @@ def dashboard_rows(engagements: QuerySet[Engagement], today: date, *,
     """One page of rows sorted so what needs a person comes first: stopped, overdue, active,
     accepted; the summary counts every engagement of ``engagements``.
 
-    Three queries whatever the number of engagements or the page: the summary, the page's
-    engagements (ranked and cut in SQL) and the page's gates; only the page's rows are built and
-    rendered. ``page``: a page number (``InvalidPage`` when it is not one of the pages)."""
+    Two queries whatever the number of engagements or the page: the page's engagements (ranked
+    and cut in SQL), each with the summary's counts over all of them, and the page's gates (an
+    empty or refused page asks for the counts alone instead); only the page's rows are built
+    and rendered. ``page``: a page number (``InvalidPage`` when it is not one of the pages)."""
     words, language = PageWords(), get_language()
-    ranked = ranked_engagements(engagements, today)
-    summary = dashboard_summary(engagements, today)
-    shown = Paginator(_RankedValues(ranked, summary.total), DASHBOARD_PAGE_SIZE).page(page or 1)
+    number = _page_number(page)
+    read: list[tuple] = []
+    if number is not None:
+        offset = (number - 1) * DASHBOARD_PAGE_SIZE
+        read = list(_counted(ranked_engagements(engagements, today), today)[
+            offset:offset + DASHBOARD_PAGE_SIZE])
+    if read:
+        summary = DashboardSummary(*read[0][-4:])
+        pages = Paginator(_PageRead([values[:-4] for values in read], offset, summary.total),
+                          DASHBOARD_PAGE_SIZE)
+        shown = pages.page(number)
+    else:
+        summary = dashboard_summary(engagements, today)
+        shown = Paginator(_PageRead([], 0, summary.total), DASHBOARD_PAGE_SIZE).page(page or 1)
     gates_of: dict[int, list[tuple]] = {}
     if shown.object_list:
         for engagement_id, *values in Gate.objects.filter(

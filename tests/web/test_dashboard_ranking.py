@@ -163,3 +163,16 @@ def test_the_page_ranks_on_the_day_it_is_given_not_the_databases(varied):
     assert sql_ranking(one, today)[1].overdue == 0
     assert sql_ranking(one, today + timedelta(days=4))[1].overdue == 1
     assert ranked_engagements(one, today + timedelta(days=4)).get().overdue is True
+
+
+def test_an_empty_or_refused_page_still_counts_every_engagement(varied):
+    from django.core.paginator import EmptyPage, PageNotAnInteger
+
+    summary = python_ranking(varied, TODAY)[1]
+    none = Engagement.objects.filter(name="no-such-site")
+    rows, empty, page = dashboard_rows(none, TODAY, page=1)
+    assert rows == [] and empty == DashboardSummary(0, 0, 0, 0) and page.paginator.count == 0
+    for refused, error in (("3", EmptyPage), ("0", EmptyPage), ("x", PageNotAnInteger)):
+        with pytest.raises(error):
+            dashboard_rows(varied, TODAY, page=refused)
+    assert dashboard_rows(varied, TODAY, page="2")[1] == summary
