@@ -24,7 +24,8 @@ After seeding, the table is vacuumed and analysed as autovacuum would; ``--fresh
 before that (no statistics, autovacuum off on the table), the figures named
 ``…_before_analyze_…``.
 
-Owns its database (``bench_paging_<pid>``, dropped at the end) and Redis index 12. ``--rows``
+Owns its database (``bench_paging_<pid>``, dropped at the end) and Redis index 12
+(``$BENCH_PAGING_REDIS_INDEX`` names another, for engineers sharing the machine). ``--rows``
 sets the API's ledger size (default 1 000 000, inserted with ``generate_series``).
 
 Run: ``.venv/bin/python benchmarks/paging.py [--requests 50] [--rows 1000000] [--fresh]``
@@ -46,7 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _own import DatabaseWait, figure, measurements_insert, own, p95  # noqa: E402
 
 NODES = 128
-REDIS_INDEX = 12  # benchmarks/_own.py: each benchmark its own
+REDIS_INDEX = int(os.environ.get("BENCH_PAGING_REDIS_INDEX", "12"))  # _own.py: each its own
 RUN_PAGE_ROWS = 100_000
 
 
