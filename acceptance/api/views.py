@@ -162,8 +162,12 @@ class EngagementViewSet(EngagementCreateMixin, ScopedViewSet):
     engagement_path = "pk"
 
     def base_queryset(self):
+        # Only the columns the answer shows: a gate's plan (JSON) and description were decoded
+        # for every gate of every engagement and never shown (issue 17: the API's CPU).
         return (Engagement.objects.select_related("customer")
-                .prefetch_related(Prefetch("gates", queryset=Gate.objects.order_by("order")))
+                .only(*s.ENGAGEMENT_COLUMNS)
+                .prefetch_related(Prefetch("gates", queryset=Gate.objects.only(
+                    *s.GATE_SUMMARY_COLUMNS).order_by("order")))
                 .order_by("name"))
 
 
