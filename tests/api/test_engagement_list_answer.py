@@ -54,6 +54,10 @@ def test_the_engagements_list_answers_the_same_bytes(users, client_for):
     ]}
     assert response.content == json.dumps(expected, ensure_ascii=False,
                                            separators=(",", ":")).encode()
+    for shown in expected["results"]:  # one engagement's own answer: the same object
+        alone = client_for("pm").get(f"/api/engagements/{shown['name']}/")
+        assert alone.content == json.dumps(shown, ensure_ascii=False,
+                                           separators=(",", ":")).encode()
 
 
 def test_a_customer_sees_only_their_engagements_in_the_same_form(users, client_for):
