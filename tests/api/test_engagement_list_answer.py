@@ -5,6 +5,7 @@ so that a change made for speed cannot change what clients read."""
 import json
 from datetime import UTC, date, datetime
 
+from acceptance.api.serializers import EngagementSerializer, GateSummarySerializer
 from gates.models import Gate
 from gates.services import engagement_create
 
@@ -69,3 +70,7 @@ def test_a_customer_sees_only_their_engagements_in_the_same_form(users, client_f
         "name", "customer", "start_date", "end_date", "state", "stopped_reason",
         "report_language", "is_lab", "max_parallel_nodes", "created_at", "gates"]
     assert [g["code"] for g in body["results"][0]["gates"]] == ["G1", "G2", "G3", "G4"]
+    # The answer is written out by hand (for speed): a field added to a serializer's Meta
+    # must be written there too, or this fails.
+    assert list(body["results"][0]) == EngagementSerializer.Meta.fields
+    assert list(body["results"][0]["gates"][0]) == GateSummarySerializer.Meta.fields
