@@ -102,10 +102,10 @@ class DatePlusDays(models.Func):
 
 
 def gate_due_date_sql(start_date: Combinable | str, gate: str = "") -> models.Func:
-    """``Gate.due_date`` in SQL: the gate's ``rescheduled_due_date`` if set, else ``start_date``
-    (the engagement's: ``"engagement__start_date"`` from a gate, ``"start_date"`` from an
-    engagement) + ``due_week`` weeks; ``gate``: the path to the gate's fields (``"gates__"`` from
-    an engagement)."""
+    """``gate_due_date`` (``Gate.due_date``) in SQL: the gate's ``rescheduled_due_date`` if
+    set, else ``start_date`` (the engagement's: ``"engagement__start_date"`` from a gate,
+    ``"start_date"`` from an engagement) + ``due_week`` weeks; ``gate``: the path to the gate's
+    fields (``"gates__"`` from an engagement)."""
     start = models.F(start_date) if isinstance(start_date, str) else start_date
     return Coalesce(
         f"{gate}rescheduled_due_date", DatePlusDays(start, models.F(f"{gate}due_week") * 7),
