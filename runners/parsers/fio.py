@@ -191,6 +191,7 @@ def _clat_percentiles(sections: list[dict[str, Any]], percents: list[float],
     entry has a non-zero figure."""
     # per section: (its percentile figures by percent, bins or None, bin units per second)
     blocks: list[tuple[dict[float, float | None], dict[str, Any] | None, float]] = []
+    matches: dict[str, float | None] = {}  # percentile key → the percent it is, read once
     for section in sections:
         if isinstance(section.get("clat_ns"), dict):
             block, per_second = section["clat_ns"], 1e9
@@ -202,7 +203,7 @@ def _clat_percentiles(sections: list[dict[str, Any]], percents: list[float],
         if not isinstance(percentiles, dict):
             continue
         bins = block.get("bins")
-        blocks.append(({percent: _at_percent(percentiles, percent, text) for percent in percents},
+        blocks.append((_at_percents(percentiles, percents, matches, text),
                        bins if isinstance(bins, dict) and bins else None, per_second))
 
     result: dict[float, float | None] = {}
@@ -258,15 +259,30 @@ def _merge_bins(histograms: list[tuple[dict[str, Any] | None, float]],
     return merged
 
 
-def _at_percent(percentiles: dict[str, Any], percent: float, text: str) -> float | None:
-    for key, value in percentiles.items():
-        try:
-            at = float(key)
-        except ValueError:
-            continue
-        if abs(at - percent) < 1e-9:
-            return as_number(TOOL, key, value, text)
-    return None
+def _at_percents(percentiles: dict[str, Any], percents: list[float],
+                 matches: dict[str, float | None], text: str) -> dict[float, float | None]:
+    """Each percent's figure in one ``percentile`` block: the value of the first key that reads
+    as that number (``"99.000000"``, ``"99.00"``), None without one. ``matches`` keeps what each
+    key string is, so a key seen in an earlier job entry is not read as a number again."""
+    keys: dict[float, str] = {}
+    for key in percentiles:
+        if key in matches:
+            percent = matches[key]
+        else:
+            percent = matches[key] = _percent_of(key, percents)
+        if percent is not None and percent not in keys:
+            keys[percent] = key
+    return {percent: as_number(TOOL, keys[percent], percentiles[keys[percent]], text)
+            if percent in keys else None for percent in percents}
+
+
+def _percent_of(key: str, percents: list[float]) -> float | None:
+    """The one of ``percents`` that ``key`` reads as (within 1e-9), None for any other key."""
+    try:
+        at = float(key)
+    except ValueError:
+        return None
+    return next((percent for percent in percents if abs(at - percent) < 1e-9), None)
 
 
 def _percentile_of_bins(bins: dict[float, float], percent: float) -> float:

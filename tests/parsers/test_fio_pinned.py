@@ -135,3 +135,39 @@ def test_the_merge_sums_exactly_as_one_bin_at_a_time():
             continue
         merged = fio._merge_bins(histograms, "")
         assert list(merged.items()) == list(expected.items())
+
+
+def at_percent_one_by_one(percentiles, percent):
+    """main's lookup, kept as the oracle: the first key that reads as ``percent``."""
+    for key, value in percentiles.items():
+        try:
+            at = float(key)
+        except ValueError:
+            continue
+        if abs(at - percent) < 1e-9:
+            return as_number("fio", key, value)
+    return None
+
+
+def test_percentile_keys_are_matched_as_main_matched_them():
+    """Keys in any numeric spelling, ``"0.00"`` padding, words, near misses, values of every
+    kind (a value that is no number is refused for the percent that reads it, as before)."""
+    rng = random.Random(21)
+    spellings = ["99.000000", "99.00", "99", "9.9e1", " 99 ", "50.000000", "50.00", "5e1",
+                 "0.00", "99.000000001", "98.999999999999", "nan", "p99", "1_0", "50.0000000001"]
+    values = [lambda: rng.randint(0, 10**7), lambda: rng.random(), lambda: "123", lambda: None,
+              lambda: "fast", lambda: True, lambda: 0]
+    for _ in range(3000):
+        blocks = [{rng.choice(spellings): rng.choice(values)() for _ in range(rng.randint(0, 8))}
+                  for _ in range(rng.randint(1, 4))]
+        percents = rng.choice([[50.0, 99.0], [99.0], [99.0, 50.0]])
+        matches = {}
+        for block in blocks:
+            try:
+                expected = {p: at_percent_one_by_one(block, p) for p in percents}
+            except ParseError as error:
+                with pytest.raises(ParseError) as raised:
+                    fio._at_percents(block, percents, matches, "")
+                assert str(raised.value) == str(error)
+                continue
+            assert fio._at_percents(block, percents, matches, "") == expected
