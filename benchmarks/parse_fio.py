@@ -11,12 +11,15 @@ The capture: real fio (``--output-format=json+``, ``rw=randrw``, ``numjobs=4`` w
 until the document reaches ``--size`` MB (one valid fio document with ~1 300 job entries, so the
 parser sums them and merges ~1.6 million bins). Needs ``fio`` on PATH.
 
-Run: ``.venv/bin/python benchmarks/parse_fio.py [--runs 5] [--size 50] [--keep FILE]``.
+Run: ``.venv/bin/python benchmarks/parse_fio.py [--runs 5] [--size 50] [--keep FILE]``
+(``--capture FILE`` reads a kept capture instead of running fio). The machine
+is shared: stderr names each run's two times and the load average beside the figure.
 """
 
 import argparse
 import gc
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -95,17 +98,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--size", type=float, default=50.0, help="capture size in MB (1e6 B)")
     parser.add_argument("--keep", type=Path, help="also write the capture to this file")
+    parser.add_argument("--capture", type=Path,
+                        help="read a capture kept with --keep instead of running fio (the same "
+                             "bytes for two versions of the parser)")
     args = parser.parse_args()
-    if shutil.which("fio") is None:
+    if args.capture:
+        try:
+            raw = args.capture.read_bytes()
+        except OSError as error:
+            sys.exit(f"parse_fio: cannot read the capture {args.capture}: {error.strerror}")
+    elif shutil.which("fio") is None:
         sys.exit("parse_fio: fio is not installed (apt-get install fio)")
-
-    with tempfile.TemporaryDirectory(prefix="bench-fio-") as scratch:
-        raw = replicate(real_fio_json_plus(Path(scratch)), int(args.size * 1e6))
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench-fio-") as scratch:
+            raw = replicate(real_fio_json_plus(Path(scratch)), int(args.size * 1e6))
     if args.keep:
         args.keep.write_bytes(raw)
     jobs = len(json.loads(raw)["jobs"])
-    print(f"capture: {len(raw)} bytes, {jobs} job entries (real fio json+, replicated)",
-          file=sys.stderr)
+    source = args.capture or "real fio json+, replicated"
+    print(f"capture: {len(raw)} bytes, {jobs} job entries ({source})", file=sys.stderr)
 
     measurements = fio.parse(raw)  # warm up, and check it reads the capture
     assert any(m.metric == "read_clat_p99" for m in measurements)
@@ -117,6 +128,9 @@ def main() -> None:
         anchor.append(timed(json.loads, raw))
     figure("fio_json_plus_parse_time", statistics.median(ours), "s",
            statistics.median(anchor), TIME_TARGET)
+    print(f"runs (s), ours {[round(t, 3) for t in ours]}, json.loads "
+          f"{[round(t, 3) for t in anchor]}; load average {os.getloadavg()[0]:.1f}",
+          file=sys.stderr)
     figure("fio_json_plus_parse_peak_memory", float(peak_bytes(fio.parse, raw)), "B",
            float(len(raw)), MEMORY_TARGET)
 
