@@ -22,6 +22,17 @@ as served: a page that rang a task would ring it there, not in someone else's in
 
 Run: ``.venv/bin/python benchmarks/dashboard.py [--requests 100] [--engagements 2000]
 [--measurements 1000000] [--sqlite]``
+
+Recorded here (2 shared cores, 2026-12-05; 1-minute load average of each run in brackets),
+``dashboard_p95_every_row_changed``, default arguments:
+
+* PostgreSQL, ranked, counted and paged in SQL (5 queries): 97.4 [2.8], 147.1 [2.6],
+  106.7 [2.1] ms: median 106.7 ms (medians of the requests 70.4, 74.3, 71.7 ms); the process's
+  CPU p95 62–75 ms (building and rendering the page's 50 rows), the database's 27–49 ms.
+  Before (every engagement and gate read and ranked in Python): 257.8 [6.7], 125.4 [3.1],
+  128.7 [2.2] ms: median 128.7 ms (medians of the requests 160.1, 104.6, 105.0 ms), CPU p95
+  90–112 ms. ``dashboard_p95_unchanged``: 40.9–57.1 ms (before 76.2–85.6 ms).
+* ``--sqlite``, one run each: 106.8 ms [1.6] (before: 145.1 ms [2.2]).
 """
 
 import argparse

@@ -11,6 +11,8 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.expressions import Combinable
+from django.db.models.functions import Coalesce
 from django.utils.translation import gettext, gettext_noop
 
 from acceptance.models import Engagement
@@ -81,6 +83,33 @@ class Gate(models.Model):
 
     def previous_gates(self):
         return self.engagement.gates.filter(order__lt=self.order)
+
+
+class DatePlusDays(models.Func):
+    """``date + days`` as a date, in SQL, on both backends: PostgreSQL adds an integer to a
+    date; SQLite's ``date(d, '+N days')`` (its dates are ``YYYY-MM-DD`` text)."""
+
+    arity = 2
+    output_field = models.DateField()
+
+    def as_sql(self, compiler, connection, **extra):  # PostgreSQL: date + integer is a date
+        return super().as_sql(compiler, connection, template="(%(expressions)s)",
+                              arg_joiner=" + ", **extra)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, template="date(%(expressions)s || ' days')",
+                              arg_joiner=", '+' || ", **extra)
+
+
+def gate_due_date_sql(start_date: Combinable | str, gate: str = "") -> models.Func:
+    """``gate_due_date`` (``Gate.due_date``) in SQL: the gate's ``rescheduled_due_date`` if
+    set, else ``start_date`` (the engagement's: ``"engagement__start_date"`` from a gate,
+    ``"start_date"`` from an engagement) + ``due_week`` weeks; ``gate``: the path to the gate's
+    fields (``"gates__"`` from an engagement)."""
+    start = models.F(start_date) if isinstance(start_date, str) else start_date
+    return Coalesce(
+        f"{gate}rescheduled_due_date", DatePlusDays(start, models.F(f"{gate}due_week") * 7),
+        output_field=models.DateField())
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """The project managers' dashboard: one row per engagement (timeline, gates, next due, overdue,
 stopped), sorted so what needs a person comes first.
 
-The dashboard's queries do not grow with the number of engagements: engagements and their gates
-come as plain values in two queries, and everything else is arithmetic here. Built rows are kept
-with their rendered section (see ``ROW_CACHE_SIZE``).
+The dashboard's queries do not grow with the number of engagements, and neither does its work:
+the database ranks the engagements (``ranked_engagements``: each one's earliest open due date and
+whether it is overdue, computed in SQL for the page's day), counts the summary in one aggregate
+and cuts the page; only the page's engagements and their gates are read, as plain values. Built
+rows are kept with their rendered section (see ``ROW_CACHE_SIZE``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,18 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from django.core.paginator import Page, Paginator
-from django.db.models import QuerySet
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    Func,
+    IntegerField,
+    Min,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.urls import reverse
 from django.utils.html import conditional_escape as escape
 from django.utils.safestring import SafeString, mark_safe
@@ -33,7 +46,7 @@ from acceptance.pages.words import (
     is_overdue,
     week_text,
 )
-from gates.models import Gate
+from gates.models import Gate, gate_due_date_sql
 
 
 @dataclass
@@ -150,7 +163,7 @@ _row_cache: OrderedDict[tuple, EngagementRow] = OrderedDict()
 _row_cache_lock = threading.Lock()
 
 
-DASHBOARD_PAGE_SIZE = 50  # rows built and rendered per request; the rest are only ranked
+DASHBOARD_PAGE_SIZE = 50  # rows read, built and rendered per request; the rest are ranked in SQL
 
 
 @dataclass
@@ -166,6 +179,9 @@ class _Ranked:
 
 
 def _ranked(values: tuple, gate_values: tuple, today: date) -> _Ranked:
+    """The ranking in Python, from an engagement's ``ENGAGEMENT_VALUES`` and its gates'
+    ``GATE_VALUES`` (without the engagement id): the reference ``ranked_engagements`` is held
+    equal to (``tests/web/test_dashboard_ranking.py``), and the order ``dashboard_row`` ranks."""
     _, name, _, state, _, _, start_date = values
     open_dues, overdue = [], False
     for _code, _name, due_week, rescheduled, gate_state in gate_values:
@@ -181,38 +197,138 @@ def _ranked(values: tuple, gate_values: tuple, today: date) -> _Ranked:
     return _Ranked(rank, stopped, overdue, accepted, values, gate_values)
 
 
+class _CodePointOrder(Func):
+    """A text in code point order, as Python's ``str`` compares: SQLite's default (BINARY)
+    already is; PostgreSQL's database collation may not be (``en_US`` puts "b" before "C")."""
+
+    template = "%(expressions)s"
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, template='%(expressions)s COLLATE "C"',
+                              **extra)
+
+
+def ranked_engagements(engagements: QuerySet[Engagement], today: date) -> QuerySet[Engagement]:
+    """``engagements`` in the dashboard's order, ranked by the database as ``_ranked`` ranks:
+    stopped, overdue, active, accepted; then the earliest due date of a gate not passed (none:
+    last); then the name. Each is annotated with ``next_due`` (that date) and ``overdue``
+    (``next_due`` before ``today``: the page's day, not the database's ``CURRENT_DATE``).
+
+    One pass over the gates joined and grouped per engagement (a subquery per engagement would
+    be run per row, and again for each place it is named)."""
+    late = Q(next_due__lt=today)
+    return engagements.annotate(
+        next_due=Min(gate_due_date_sql("start_date", gate="gates__"),
+                     filter=~Q(gates__state=Gate.State.PASSED)),
+        overdue=Case(When(late, then=Value(True)), default=Value(False)),
+        rank=Case(When(state=Engagement.State.STOPPED, then=Value(0)),
+                  When(late, then=Value(1)),
+                  When(state=Engagement.State.ACCEPTED, then=Value(3)), default=Value(2)),
+    ).order_by("rank", F("next_due").asc(nulls_last=True), _CodePointOrder("name"))
+
+
+def dashboard_summary(engagements: QuerySet[Engagement], today: date) -> DashboardSummary:
+    """The counts over every engagement of ``engagements``, in one query: all, stopped, with
+    a gate overdue on ``today`` (stopped ones too), accepted."""
+    return DashboardSummary(**ranked_engagements(engagements, today).order_by().aggregate(
+        total=Count("pk"), stopped=Count("pk", filter=Q(state=Engagement.State.STOPPED)),
+        overdue=Count("pk", filter=Q(next_due__lt=today)),
+        accepted=Count("pk", filter=Q(state=Engagement.State.ACCEPTED))))
+
+
+class _SumOverAll(Func):
+    """``SUM(x) OVER ()``: a count over every ranked engagement, beside each row of the page
+    (a window, not an aggregate: the page's rows stay rows)."""
+
+    template = "SUM(%(expressions)s) OVER ()"
+    output_field = IntegerField()
+    contains_over_clause = True
+
+    def get_group_by_cols(self) -> list:
+        return []  # computed after the grouping, never grouped by
+
+
+def _counted(ranked: QuerySet[Engagement], today: date) -> QuerySet:
+    """``ranked``'s ``ENGAGEMENT_VALUES`` followed by the summary's four counts."""
+    one = Value(1, IntegerField())
+
+    def counted(condition: Q) -> _SumOverAll:
+        return _SumOverAll(Case(When(condition, then=one), default=Value(0, IntegerField())))
+
+    return ranked.annotate(
+        count_total=_SumOverAll(one),
+        count_stopped=counted(Q(state=Engagement.State.STOPPED)),
+        count_overdue=counted(Q(next_due__lt=today)),
+        count_accepted=counted(Q(state=Engagement.State.ACCEPTED)),
+    ).values_list(*ENGAGEMENT_VALUES, "count_total", "count_stopped", "count_overdue",
+                  "count_accepted")
+
+
+class _PageRead:
+    """What the paginator pages: one page's rows, already read (at ``offset``, of ``total``)."""
+
+    def __init__(self, rows: list[tuple], offset: int, total: int):
+        self.rows, self.offset, self.total = rows, offset, total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index: slice) -> list[tuple]:
+        if index.start != self.offset:
+            raise IndexError(f"rows {index.start}… were not read (read: {self.offset}…)")
+        return self.rows[: index.stop - index.start]
+
+
+def _page_number(page: int | str | None) -> int | None:
+    """``page`` as a page number from 1, or None when it is not one (the paginator says why)."""
+    try:
+        number = int(page or 1)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 1 else None
+
+
 def dashboard_rows(engagements: QuerySet[Engagement], today: date, *,
                    page: int | str | None = 1) -> tuple[list[EngagementRow], DashboardSummary,
                                                         Page]:
     """One page of rows sorted so what needs a person comes first: stopped, overdue, active,
     accepted; the summary counts every engagement of ``engagements``.
 
-    Two queries whatever the number of engagements: their values and their gates' values.
-    Every engagement is ranked from those values (a few tuples each); only the page's rows are
-    built and rendered, so a page costs the same with 20 or 2000 engagements, kept rows or not.
-    ``page``: a page number (``InvalidPage`` when it is not one of the pages)."""
+    Two queries whatever the number of engagements or the page: the page's engagements (ranked
+    and cut in SQL), each with the summary's counts over all of them, and the page's gates (an
+    empty or refused page asks for the counts alone instead); only the page's rows are built
+    and rendered. ``page``: a page number (``InvalidPage`` when it is not one of the pages)."""
     words, language = PageWords(), get_language()
+    number = _page_number(page)
+    read: list[tuple] = []
+    if number is not None:
+        offset = (number - 1) * DASHBOARD_PAGE_SIZE
+        read = list(_counted(ranked_engagements(engagements, today), today)[
+            offset:offset + DASHBOARD_PAGE_SIZE])
+    if read:
+        summary = DashboardSummary(*read[0][-4:])
+        pages = Paginator(_PageRead([values[:-4] for values in read], offset, summary.total),
+                          DASHBOARD_PAGE_SIZE)
+        shown = pages.page(number)
+    else:
+        summary = dashboard_summary(engagements, today)
+        shown = Paginator(_PageRead([], 0, summary.total), DASHBOARD_PAGE_SIZE).page(page or 1)
     gates_of: dict[int, list[tuple]] = {}
-    for engagement_id, *values in Gate.objects.filter(
-            engagement__in=engagements.values("id")).order_by(
-            "engagement_id", "order").values_list(*GATE_VALUES):
-        gates_of.setdefault(engagement_id, []).append(tuple(values))
-    ranked = [_ranked(values, tuple(gates_of.get(values[0], ())), today)
-              for values in engagements.values_list(*ENGAGEMENT_VALUES)]
-    ranked.sort(key=lambda r: r.rank)
-    summary = DashboardSummary(
-        total=len(ranked), stopped=sum(r.stopped for r in ranked),
-        overdue=sum(r.overdue for r in ranked), accepted=sum(r.accepted for r in ranked))
-    shown = Paginator(ranked, DASHBOARD_PAGE_SIZE).page(page or 1)
+    if shown.object_list:
+        for engagement_id, *values in Gate.objects.filter(
+                engagement_id__in=[values[0] for values in shown.object_list]).order_by(
+                "engagement_id", "order").values_list(*GATE_VALUES):
+            gates_of.setdefault(engagement_id, []).append(tuple(values))
     rows = []
-    for item in shown.object_list:
-        key = (language, today, item.values[1:], item.gate_values)
+    for values in shown.object_list:
+        gate_values = tuple(gates_of.get(values[0], ()))
+        key = (language, today, values[1:], gate_values)
         with _row_cache_lock:
             row = _row_cache.get(key)
             if row is not None:
                 _row_cache.move_to_end(key)
         if row is None:
-            row = _row_build(item.values, item.gate_values, today, words)
+            row = _row_build(values, gate_values, today, words)
             with _row_cache_lock:
                 _row_cache[key] = row
                 while len(_row_cache) > ROW_CACHE_SIZE:
