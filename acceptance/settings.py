@@ -319,6 +319,14 @@ SSH_CONNECT_RETRIES = own("int", "SSH_CONNECT_RETRIES", legacy=("SSH_CONNECT_RET
 # in a row mark it dead (unreachable): a hung session is noticed within 10 s + 3 × 10 s.
 SSH_KEEPALIVE_SECONDS = own("float", "SSH_KEEPALIVE_SECONDS", default=10.0)
 SSH_KEEPALIVE_COUNT = own("int", "SSH_KEEPALIVE_COUNT", default=3)
+# Open connections kept between a node's jobs (runners.transport.pool): closed after this many
+# seconds unused or this old, at most SSH_POOL_SIZE kept idle per worker process; 0 turns the
+# pool off (every job opens and closes its own connection).
+SSH_POOL_IDLE_SECONDS = own("float", "SSH_POOL_IDLE_SECONDS", default=60.0)
+SSH_POOL_MAX_AGE_SECONDS = own("float", "SSH_POOL_MAX_AGE_SECONDS", default=600.0)
+SSH_POOL_SIZE = own("int", "SSH_POOL_SIZE", default=256)
+if SSH_POOL_IDLE_SECONDS < 0 or SSH_POOL_MAX_AGE_SECONDS < 0 or SSH_POOL_SIZE < 0:
+    _refuse("ACCEPTANCE_SSH_POOL_IDLE_SECONDS, _MAX_AGE_SECONDS and _SIZE must be 0 or more")
 
 # --- G4 soak allow-list (issue 13 item 4): the only commands a soak plan may run ----------
 # Operations, not the plan, decide which vendor drive commands and vLLM executables run on a
