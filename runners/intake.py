@@ -12,6 +12,8 @@ the raw output stays, so history can be re-parsed.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -101,6 +103,8 @@ def measurements_write(run: ProbeRun, rows: Iterable[Measurement]) -> int:
     rows = list(rows)
     if not rows:
         return 0
+    if connection.vendor == "postgresql" and all(math.isfinite(row.value) for row in rows):
+        return _measurements_write_json(run, rows)
     meta = Measurement._meta
     labels, sampled_at = meta.get_field("labels"), meta.get_field("sampled_at")
     table = connection.ops.quote_name(meta.db_table)
@@ -119,6 +123,40 @@ def measurements_write(run: ProbeRun, rows: Iterable[Measurement]) -> int:
             values = ", ".join([row_sql] * (len(batch) // width))
             cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {values}",  # noqa: S608 # nosec B608
                            batch)  # names from the model, values as parameters
+    return len(rows)
+
+
+# PostgreSQL: a probe's rows as one JSON document, unpacked by the server. The statement stays
+# short and the same, so psycopg reuses its parsed form; a multi-row VALUES list of 10
+# placeholders a row is longer than psycopg caches (4 KiB) past about 90 rows and was parsed
+# again for every probe (about 3 ms of CPU for 60 rows, against 0.4 ms this way).
+_JSON_INSERT = (
+    "INSERT INTO {table} ({columns}) SELECT %s, %s, %s, r.metric, r.value, r.unit, r.labels, "
+    "r.arm, r.sampled_at, r.derived FROM jsonb_to_recordset(%s::jsonb) AS r(metric text, "
+    "value double precision, unit text, labels jsonb, arm text, sampled_at timestamptz, "
+    "derived boolean)"
+)
+
+
+def _measurements_write_json(run: ProbeRun, rows: list[Measurement]) -> int:
+    """``measurements_write`` on PostgreSQL, for finite values (JSON has no NaN)."""
+    meta = Measurement._meta
+    sampled_at = meta.get_field("sampled_at")
+    sql = _JSON_INSERT.format(table=connection.ops.quote_name(meta.db_table),
+                              columns=", ".join(connection.ops.quote_name(c)
+                                                for c in _WRITE_COLUMNS))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), _WRITE_BATCH):
+            document = []
+            for row in rows[start:start + _WRITE_BATCH]:
+                at = sampled_at.get_db_prep_save(row.sampled_at, connection)
+                document.append({
+                    "metric": row.metric, "value": float(row.value), "unit": row.unit,
+                    "labels": {**row.labels, **run.labels}, "arm": row.arm or run.arm,
+                    "sampled_at": None if at is None else at.isoformat(),
+                    "derived": bool(row.derived)})
+            cursor.execute(sql, [run.gate_run_id, run.id, run.node_id,
+                                 json.dumps(document, allow_nan=False)])
     return len(rows)
 
 
