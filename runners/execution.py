@@ -34,6 +34,7 @@ from runners.lease import LeaseLost, db_retry, first_line, held, job_claim, leas
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS
+from runners.parsers.base import MeasurementData
 from runners.plans import PlanError, node_steps
 from runners.probes import Probe, ProbeParameterError, kill_command, probe
 from runners.probes.base import NODE_ROOT, scratch_command
@@ -124,10 +125,10 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
     leaves the result saved (state ``parsing``, the raw output indexed) before its error goes
     on."""
     _fold_output(run, recorder)  # files only: done once, whatever the database does
-    rows: list[Measurement] = []
+    rows: list[MeasurementData] = []
     if parse:
         try:
-            rows = intake.raw_output_measure(run)
+            rows = intake.raw_output_read(run)
         except Exception:
             run.state = ProbeRun.State.PARSING
             _save(ctx, run, fields, [])
@@ -135,7 +136,8 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
     _save(ctx, run, fields, rows)
 
 
-def _save(ctx: _JobContext, run: ProbeRun, fields: list[str], rows: list[Measurement]) -> None:
+def _save(ctx: _JobContext, run: ProbeRun, fields: list[str],
+          rows: list[MeasurementData]) -> None:
     def save() -> None:
         with held(ctx.job):
             ledger.probe_run_update(run, fields)
