@@ -30,7 +30,15 @@ from runners.barrier import BarrierBroken, barrier_wait
 from runners.control import kill_fresh
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
 from runners.doorbell import BrokerUnavailable
-from runners.lease import LeaseLost, db_retry, first_line, held, job_claim, lease_renew
+from runners.lease import (
+    LeaseLost,
+    db_retry,
+    first_line,
+    held,
+    job_claim,
+    job_settle,
+    lease_renew,
+)
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS
@@ -394,10 +402,7 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.error = f"{type(error).__name__}: {error}"
     job.finished_at = timezone.now()
     # Only a job still ours is finished here (recovery may have declared it lost meanwhile).
-    if not db_retry(lambda: NodeJob.objects.filter(
-            id=job.id, lease=job.lease, state__in=NodeJob.ACTIVE).update(
-            state=job.state, error_kind=job.error_kind, error=job.error,
-            finished_at=job.finished_at), what=f"node job {job.id}"):
+    if not db_retry(lambda: job_settle(job), what=f"node job {job.id}"):
         logger.warning("node job %s was settled by someone else meanwhile; its %s result is "
                        "not written", job.id, job.state)
         return
