@@ -29,6 +29,11 @@ faster than one threaded process there; before the per-client warm-up, gunicorn'
 (a first dashboard costs 2–2.6 s in each) made its p95 look 2–7× worse. One client alone:
 dashboard median 31 ms (gunicorn) / 26 ms (runserver), API 78 / 104 ms.
 
+After the engagements list was written out and its gates read as plain values (issue 17: CPU
+per request 22 → 9 ms, ``benchmarks/api_cpu.py``), 3 runs interleaved with the code before
+(load average 3.7–6.9): API p95 gunicorn 328 ms (before 751), runserver 479 ms (before 1163),
+72 answers/s on gunicorn (before 46); the dashboard unchanged within the noise.
+
 Run: ``.venv/bin/python benchmarks/load_servers.py [--clients 20] [--seconds 4]
 [--engagements 50] [--workers N]``
 """

@@ -6,7 +6,10 @@ Figures (one JSON line each, p95 of ``--requests`` requests through Django's tes
 * ``run_page_p95_100k``: ``GET /runs/<id>/`` of a finished gate run on 128 nodes with 100 000
   measurements (256 of them charted: read bandwidth and line efficiency per node), as an
   engineer; the measurements are paged (200 a page). Target ≤ 300 ms (anchor 300).
-* ``run_page_last_page_p95_100k``: the same on the last measurements page.
+* ``run_page_last_page_p95_100k``: the same on the last measurements page (its "Last" link,
+  ``?measurements_cursor=last``), and ``run_page_middle_page_p95_100k`` on the page after row
+  50 000 (a "Next" link's cursor): pages are keyset walks (``runners.measurement_pages``),
+  every page should cost the same.
 * ``api_measurements_first_page_p95_1m``: ``GET /api/measurements/?limit=100`` with 1 000 000
   measurements in the ledger, as a project manager (token). Target ≤ 50 ms (anchor 50).
 * ``api_measurements_deep_page_p95_1m``: the page a client reaches after following ``next``
@@ -24,7 +27,8 @@ After seeding, the table is vacuumed and analysed as autovacuum would; ``--fresh
 before that (no statistics, autovacuum off on the table), the figures named
 ``…_before_analyze_…``.
 
-Owns its database (``bench_paging_<pid>``, dropped at the end) and Redis index 12. ``--rows``
+Owns its database (``bench_paging_<pid>``, dropped at the end) and Redis index 12
+(``$BENCH_PAGING_REDIS_INDEX`` names another, for engineers sharing the machine). ``--rows``
 sets the API's ledger size (default 1 000 000, inserted with ``generate_series``).
 
 Run: ``.venv/bin/python benchmarks/paging.py [--requests 50] [--rows 1000000] [--fresh]``
@@ -46,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _own import DatabaseWait, figure, measurements_insert, own, p95  # noqa: E402
 
 NODES = 128
-REDIS_INDEX = 12  # benchmarks/_own.py: each benchmark its own
+REDIS_INDEX = int(os.environ.get("BENCH_PAGING_REDIS_INDEX", "12"))  # _own.py: each its own
 RUN_PAGE_ROWS = 100_000
 
 
@@ -123,8 +127,8 @@ def measure(args) -> None:
 
     from acceptance.models import Membership
     from acceptance.tokens import api_token_create
+    from runners.measurement_pages import ASCENDING, Cursor, Key
     from runners.models import Measurement
-    from runners.pages import MEASUREMENTS_PER_PAGE
 
     started = time.perf_counter()
     run = seed(args.rows)
@@ -177,7 +181,8 @@ def measure(args) -> None:
         return times
 
     page_url = reverse("run-detail", args=[run.id])
-    last = -(-run.measurements.count() // MEASUREMENTS_PER_PAGE)
+    middle = Cursor(forward=True, key=Key(*run.measurements.order_by(*ASCENDING).values_list(
+        "metric", "node_id", "id")[RUN_PAGE_ROWS // 2])).token()
     deep_id = Measurement.objects.order_by("id").values_list("id", flat=True)[900_000
                                                                               if stored > 900_000
                                                                               else stored // 2]
@@ -189,8 +194,10 @@ def measure(args) -> None:
     fresh = "_before_analyze" if args.fresh else ""
     cases = [  # figure name, client, url, a text the answer must hold, target (ms)
         ("run_page_p95_100k", browser, page_url, b"100000 measurements", 300.0),
-        ("run_page_last_page_p95_100k", browser, f"{page_url}?measurements_page={last}",
-         b"measurements", 300.0),
+        ("run_page_last_page_p95_100k", browser, f"{page_url}?measurements_cursor=last",
+         b"of 100000", 300.0),
+        ("run_page_middle_page_p95_100k", browser, f"{page_url}?measurements_cursor={middle}",
+         b"rows 50002\xe2\x80\x9350201 of 100000", 300.0),
         (f"api_measurements_first_page_p95_{k}", api, "/api/measurements/?limit=100",
          b'"results"', 50.0),
         (f"api_measurements_deep_page_p95_{k}", api,

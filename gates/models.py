@@ -16,6 +16,15 @@ from django.utils.translation import gettext, gettext_noop
 from acceptance.models import Engagement
 
 
+def gate_due_date(start_date, due_week: int, rescheduled_due_date=None):
+    """When a gate is due: the date a person moved it to, else the end of week ``due_week``
+    of an engagement that starts on ``start_date`` (``Gate.due_date``; the API's list reads
+    the three as plain values)."""
+    if rescheduled_due_date is not None:
+        return rescheduled_due_date
+    return start_date + timedelta(weeks=due_week)
+
+
 class Gate(models.Model):
     """One stop/go gate of an engagement, due at the end of week ``due_week`` (or on the
     ``rescheduled_due_date`` a person set with a reason).
@@ -61,9 +70,8 @@ class Gate(models.Model):
 
     @property
     def due_date(self):
-        if self.rescheduled_due_date is not None:
-            return self.rescheduled_due_date
-        return self.engagement.start_date + timedelta(weeks=self.due_week)
+        return gate_due_date(self.engagement.start_date, self.due_week,
+                             self.rescheduled_due_date)
 
     @property
     def is_soak(self) -> bool:

@@ -91,13 +91,20 @@ class GateRun(models.Model):
             where |= Q(gate_run_id=run_id, node_id__in=nodes)
         return ProbeRun.objects.filter(where)
 
+    def evidence_measurement_sources(self) -> list[Q]:
+        """``evidence_measurements`` as disjoint filters, one per gate run (this run's first):
+        each is a range of the indexes that start with the gate run, which the run page walks
+        a page at a time (an ``OR`` of them is not one)."""
+        return [Q(gate_run_id=self.id)] + [
+            Q(gate_run_id=run_id, node_id__in=nodes, derived=False, probe_run__isnull=False)
+            for run_id, nodes in self.carried_sources().items()]
+
     def evidence_measurements(self) -> models.QuerySet[Measurement]:
         """The measurements this run is judged on: its own (read and derived) plus the read
         measurements of the carried probe runs (their derived figures are computed again)."""
-        where = Q(gate_run=self)
-        for run_id, nodes in self.carried_sources().items():
-            where |= Q(gate_run_id=run_id, node_id__in=nodes, derived=False,
-                       probe_run__isnull=False)
+        where = Q()
+        for source in self.evidence_measurement_sources():
+            where |= source
         return Measurement.objects.filter(where)
 
 

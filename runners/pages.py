@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
-from django.core.paginator import Paginator
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
@@ -22,7 +21,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from acceptance.data_texts import decision_sentence_text
 from acceptance.pages.words import ORIGIN_WORDS
 from gates.presentation import verdict_row
-from runners import charts
+from runners import charts, measurement_pages
 from runners.forms import ROLE_CHOICES
 from runners.live import output_read
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
@@ -368,13 +367,13 @@ def log_advance(gate_run: GateRun, cursor: LogCursor,
 # --- results: decision, measurements, charts -------------------------------------------------
 
 
-MEASUREMENTS_PER_PAGE = 200
+MEASUREMENTS_PER_PAGE = measurement_pages.PER_PAGE
 
 
-def run_results(gate_run: GateRun, measurements_page: int | str | None = 1) -> dict:
+def run_results(gate_run: GateRun, measurements_cursor: str | None = None) -> dict:
     """The decision with every criterion's verdict, one page of the measurements (metric,
-    node as registered, id; ``InvalidPage`` when ``measurements_page`` is not one of the
-    pages) and the charts."""
+    node as registered, id; the page ``measurements_cursor`` names, by keyset:
+    ``runners.measurement_pages``, ``BadCursor`` when it is not one) and the charts."""
     decision = getattr(gate_run, "decision", None) if gate_run.state == "done" else None
     verdicts = [verdict_row(v, words=STATE_LABELS) for v in decision.verdicts.all()] \
         if decision is not None else []
@@ -382,13 +381,11 @@ def run_results(gate_run: GateRun, measurements_page: int | str | None = 1) -> d
         "id", flat=True))
     lab = gate_run.gate.engagement.is_lab
     attempts = dict(gate_run.gate.runs.values_list("id", "attempt"))
-    # Metric, node (in the order the nodes were registered), id: the index
-    # ``measurement_run_page`` walks to the page's ids (a deep page of 100 000 sorted by node
-    # name took 150-250 ms, whole rows half a second), then only those rows are read.
-    page = Paginator(gate_run.evidence_measurements().order_by(
-        "metric", "node_id", "id").values_list("id", flat=True),
-        MEASUREMENTS_PER_PAGE).page(measurements_page or 1)
-    ids = list(page.object_list)
+    # The index ``measurement_run_page`` walked from the link's row to the page's ids (the
+    # same cost on every page), then only those rows are read whole.
+    page = measurement_pages.measurement_page(
+        gate_run, measurement_pages.cursor_from(measurements_cursor))
+    ids = page.ids
     by_id = Measurement.objects.select_related("node").in_bulk(ids)
     rows = [
         measurement_row(m, simulated=lab or m.probe_run_id in simulated_runs,
@@ -411,11 +408,27 @@ def run_results(gate_run: GateRun, measurements_page: int | str | None = 1) -> d
         "verdicts": verdicts,
         "measurements": rows,
         "measurements_page": page,
+        "measurement_links": _measurement_links(gate_run, page),
         "charts": charts.gate_run_charts(gate_run),
         "report_name": report.path.rsplit("/", 1)[-1] if report else "",
         "report_sha256": report.sha256 if report else "",
         "report_url": report_url,
     }
+
+
+def _measurement_links(gate_run: GateRun, page: measurement_pages.MeasurementPage) -> dict:
+    """The First / Previous / Next / Last links of the measurements ("" when none)."""
+    url = reverse("run-detail", args=[gate_run.id])
+
+    def link(cursor: measurement_pages.Cursor | None) -> str:
+        if cursor is None:
+            return ""
+        token = cursor.token()
+        query = "?" + urlencode({measurement_pages.PARAMETER: token}) if token else ""
+        return f"{url}{query}#measurements"
+
+    return {"first": link(page.first), "previous": link(page.previous),
+            "next": link(page.next), "last": link(page.last)}
 
 
 # --- the "Runs" list of an engagement -------------------------------------------------------

@@ -35,7 +35,7 @@ from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, no
 from gates.models import Gate
 from gates.presentation import criterion_text
 from gates.services import GateRefused, gate_check_runnable
-from runners import exports, pages
+from runners import exports, measurement_pages, pages
 from runners.control import gate_run_cancel
 from runners.doorbell import BrokerUnavailable
 from runners.evidence import EvidenceRefused, collection_script, evidence_import
@@ -278,7 +278,7 @@ def gate_run_launch(request, name: str, code: str):
 
 
 def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: int,
-                 measurements_page: str | None = None) -> dict:
+                 measurements_cursor: str | None = None) -> dict:
     over = pages.is_over(gate_run)
     pieces, cursor, complete = pages.log_advance(gate_run, cursor, budget)
     include_results = over and not cursor.results_shown
@@ -297,7 +297,7 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
         "polling": not complete,
         "live_url": reverse("run-live", args=[gate_run.id]) + "?" + cursor.query(),
         "include_results": include_results,
-        "results": pages.run_results(gate_run, measurements_page) if include_results
+        "results": pages.run_results(gate_run, measurements_cursor) if include_results
         else None,
         "nodes": NodeSection(rows, can_rerun=is_engineer and over),  # _run_nodes.html's text
         "can_cancel": is_engineer and not over,
@@ -311,6 +311,10 @@ def _run_context(request, gate_run: GateRun, cursor: pages.LogCursor, budget: in
     }
 
 
+MEASUREMENTS_PAGE_GONE = ("measurements_page: the measurements are no longer numbered pages: "
+                          "open the run page and follow First, Previous, Next or Last")
+
+
 @login_required
 @require_GET
 def run_detail(request, run_id: int):
@@ -322,11 +326,13 @@ def run_detail(request, run_id: int):
             cursor = pages.cursor_from({"probe": probe, "pin": "1"}, gate_run)
         except pages.BadCursor as error:
             return HttpResponseBadRequest(str(error), content_type="text/plain")
+    if "measurements_page" in request.GET:  # the numbered pages before issue 17's keyset
+        return HttpResponseBadRequest(MEASUREMENTS_PAGE_GONE, content_type="text/plain")
     try:
         context = _run_context(request, gate_run, cursor, pages.LOG_BUDGET_PAGE,
-                               request.GET.get("measurements_page"))
-    except InvalidPage as error:
-        return HttpResponseBadRequest(f"measurements_page: {error}", content_type="text/plain")
+                               request.GET.get(measurement_pages.PARAMETER))
+    except measurement_pages.BadCursor as error:
+        return HttpResponseBadRequest(str(error), content_type="text/plain")
     return render(request, "runners/run_detail.html", context)
 
 

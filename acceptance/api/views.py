@@ -162,9 +162,18 @@ class EngagementViewSet(EngagementCreateMixin, ScopedViewSet):
     engagement_path = "pk"
 
     def base_queryset(self):
-        return (Engagement.objects.select_related("customer")
-                .prefetch_related(Prefetch("gates", queryset=Gate.objects.order_by("order")))
+        # Only the columns the answer shows: a gate's plan (JSON) and description were decoded
+        # for every gate of every engagement and never shown (issue 17: the API's CPU).
+        return (Engagement.objects.select_related("customer").only(*s.ENGAGEMENT_COLUMNS)
                 .order_by("name"))
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        if page is None:  # no pagination class: DRF's own list
+            return super().list(request, *args, **kwargs)
+        context = {**self.get_serializer_context(), "gates": s.gate_summaries(page)}
+        return self.get_paginated_response(
+            s.EngagementSerializer(page, many=True, context=context).data)
 
 
 ENGAGEMENT_NAME = OpenApiParameter("engagement_name", OpenApiTypes.STR, OpenApiParameter.PATH,
