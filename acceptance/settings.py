@@ -246,6 +246,18 @@ NODE_JOB_SLOTS = env.int("ACCEPTANCE_NODE_JOB_SLOTS", default=128)
 # How long the first node at such a step waits for the last one (s).
 BARRIER_WAIT_S = env.float("ACCEPTANCE_BARRIER_WAIT_S", default=1800.0)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker thread keeps its database connection between tasks (acceptance.celery): for this
+# long (s; checked with a SELECT 1 before each task's first query), in at most this many
+# threads per worker process. PostgreSQL's max_connections (100 by default) is shared: 2
+# workers × 32 kept idle leave room for the web server, beat and commands; a running node job
+# holds its thread's connection anyway. Celery's Django fix-up would close the connection
+# after every task (or, with CELERY_DB_REUSE_MAX, in whichever thread counts up to it): kept
+# out of the way, the signals in acceptance.celery do it per thread.
+WORKER_DB_CONN_MAX_AGE = own("float", "WORKER_DB_CONN_MAX_AGE", default=300.0)
+WORKER_DB_CONNECTIONS_KEPT = own("int", "WORKER_DB_CONNECTIONS_KEPT", default=32)
+if WORKER_DB_CONN_MAX_AGE < 0 or WORKER_DB_CONNECTIONS_KEPT < 0:
+    _refuse("ACCEPTANCE_WORKER_DB_CONN_MAX_AGE and _CONNECTIONS_KEPT must be 0 or more")
+CELERY_DB_REUSE_MAX = 1 << 62
 # Sending a task to a broker that does not answer fails within about a second (then the start
 # is refused with the reason, runners.doorbell.BrokerUnavailable), instead of kombu's defaults.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0,
@@ -319,6 +331,14 @@ SSH_CONNECT_RETRIES = own("int", "SSH_CONNECT_RETRIES", legacy=("SSH_CONNECT_RET
 # in a row mark it dead (unreachable): a hung session is noticed within 10 s + 3 × 10 s.
 SSH_KEEPALIVE_SECONDS = own("float", "SSH_KEEPALIVE_SECONDS", default=10.0)
 SSH_KEEPALIVE_COUNT = own("int", "SSH_KEEPALIVE_COUNT", default=3)
+# Open connections kept between a node's jobs (runners.transport.pool): closed after this many
+# seconds unused or this old, at most SSH_POOL_SIZE kept idle per worker process; 0 turns the
+# pool off (every job opens and closes its own connection).
+SSH_POOL_IDLE_SECONDS = own("float", "SSH_POOL_IDLE_SECONDS", default=60.0)
+SSH_POOL_MAX_AGE_SECONDS = own("float", "SSH_POOL_MAX_AGE_SECONDS", default=600.0)
+SSH_POOL_SIZE = own("int", "SSH_POOL_SIZE", default=256)
+if SSH_POOL_IDLE_SECONDS < 0 or SSH_POOL_MAX_AGE_SECONDS < 0 or SSH_POOL_SIZE < 0:
+    _refuse("ACCEPTANCE_SSH_POOL_IDLE_SECONDS, _MAX_AGE_SECONDS and _SIZE must be 0 or more")
 
 # --- G4 soak allow-list (issue 13 item 4): the only commands a soak plan may run ----------
 # Operations, not the plan, decide which vendor drive commands and vLLM executables run on a

@@ -26,9 +26,14 @@ Figures (one JSON line each; medians of ``--runs`` runs per size, the anchor the
   (derivation, evaluation, the signed report). Target ≤ 3 s at 128.
 * ``evaluation_report_cpu_<N>_nodes`` (s): the workers' CPU in that time.
 
-Owns PostgreSQL ``bench_fanout_<pid>`` and Redis index 13 (``benchmarks/_own.py``).
+Owns PostgreSQL ``bench_fanout_<pid>`` and Redis index 13 (``benchmarks/_own.py``;
+``--redis-index`` for another).
 
-Run: ``.venv/bin/python benchmarks/fanout.py [--nodes 8 32 64 128] [--runs 3] [--steps 1]``
+``--ssh-pool off`` starts the workers with ``ACCEPTANCE_SSH_POOL_IDLE_SECONDS=0``: every node job
+opens its own SSH connection (the shipped pool reuses a node's connection from its last run).
+
+Run: ``.venv/bin/python benchmarks/fanout.py [--nodes 8 32 64 128] [--runs 3] [--steps 1]
+[--ssh-pool on|off]``
 """
 
 import argparse
@@ -101,11 +106,15 @@ def main() -> None:
     parser.add_argument("--single-runs", type=int, default=5)
     parser.add_argument("--deadline", type=float, default=300.0,
                         help="seconds a run may take before the benchmark stops (s)")
+    parser.add_argument("--redis-index", type=int, default=13)
+    parser.add_argument("--ssh-pool", choices=("on", "off"), default="on",
+                        help="on (shipped): a node's later runs reuse the connection its first "
+                             "run kept; off: every node job opens its own SSH connection")
     parser.add_argument("--steps", type=int, default=1,
                         help="G2's three probes repeated this many times per node (the CPU per "
                              "node job against the probes it runs: fixed and per-probe parts)")
     args = parser.parse_args()
-    owned = own("fanout", redis_index=13, postgres=True)
+    owned = own("fanout", redis_index=args.redis_index, postgres=True)
     import django
 
     django.setup()
@@ -122,8 +131,17 @@ def main() -> None:
 
     count = len(child_commands(roles=("worker",), var_dir=settings.VAR_DIR))
     print(f"# workers: {count} × {shipped_argv(1)}", file=sys.stderr)
+    env = dict(os.environ)
+    if args.ssh_pool == "off":
+        env["ACCEPTANCE_SSH_POOL_IDLE_SECONDS"] = "0"
+    print(f"# SSH pool {args.ssh_pool}: " + (
+        "the single node's runs after its first, and each size's runs after its first, reuse "
+        "the connections kept by the run before (warm on both sides of each ratio; a size's "
+        "first run is cold)" if args.ssh_pool == "on" else
+        "every node job opens and closes its own SSH connection (cold on both sides)"),
+        file=sys.stderr)
     workers = [subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "_worker.py"),
-                                 str(n), str(cheap_dir)], cwd=ROOT, env=dict(os.environ),
+                                 str(n), str(cheap_dir)], cwd=ROOT, env=env,
                                 start_new_session=True) for n in range(1, count + 1)]
     pids = [w.pid for w in workers]
     try:

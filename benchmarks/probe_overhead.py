@@ -17,6 +17,12 @@ the marginal cost of one more probe on the job's open connection, from a ``--pro
 (CPU of K probes − CPU of 1) ÷ (K − 1). Target ≤ 5 ms (issue 17; anchor 5). And the
 dispatcher's CPU for ``gate_run_start``.
 
+The headline and the CPU figures are measured with the SSH pool off (a worker started with
+``ACCEPTANCE_SSH_POOL_IDLE_SECONDS=0``: every job sets up its own connection, as plain ssh does).
+Then a second worker with the shipped pool: ``probe_end_to_end_warm_pool`` (each job reuses the
+connection the last one kept) against ``ssh`` over an OpenSSH master connection it keeps
+(``ControlMaster``, same algorithms), and ``probe_service_cpu_worker_warm_pool``.
+
 Owns PostgreSQL ``bench_probe_overhead_<pid>`` and Redis index 14 (``benchmarks/_own.py``;
 ``--redis-index`` for another).
 
@@ -29,6 +35,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,67 +79,149 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    worker = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "_worker.py"), "1"],
-                              cwd=ROOT, env=dict(os.environ), start_new_session=True)
     try:
-        time.sleep(8)
-        measure(args, worker.pid)
+        for pool in ("cold", "warm"):
+            env = dict(os.environ)
+            if pool == "cold":  # every job opens its own SSH connection, as plain ssh does
+                env["ACCEPTANCE_SSH_POOL_IDLE_SECONDS"] = "0"
+            worker = subprocess.Popen(
+                [sys.executable, str(ROOT / "benchmarks" / "_worker.py"), "1"], cwd=ROOT,
+                env=env, start_new_session=True)
+            try:
+                time.sleep(8)
+                measure(args, worker.pid) if pool == "cold" else measure_warm(args, worker.pid)
+            finally:
+                os.killpg(worker.pid, signal.SIGTERM)
+                worker.wait(timeout=60)
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=60)
         from runners.lab.services import lab_down
 
         lab_down()
         owned.release()
 
 
-def measure(args, worker_pid: int) -> None:
+def lab_node():
+    """The bench engagement's array node and its lab server, up once (both phases)."""
+    from runners.lab.services import lab_up
+
+    if not _lab:
+        _lab.extend(lab_up(scenario_name="healthy", engagement_name="bench-probe"))
+    engagement, lab = _lab
+    return engagement, lab
+
+
+_lab: list = []
+
+
+def ssh_argv(lab, algorithms: dict[str, str], command: str, *extra: str) -> list[str]:
+    key = lab.directory / "client_key"
+    known = lab.directory / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{lab.port} {lab.host_key}\n")
+    return ["ssh", "-F", "/dev/null", "-T", "-i", str(key), "-p", str(lab.port),
+            "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes", "-o", "Compression=no", *extra,
+            *[x for name, value in algorithms.items() for x in ("-o", f"{name}={value}")],
+            f"{lab.user}@127.0.0.1", command]
+
+
+def service_run(gate, steps: int):
+    """One run of ``steps`` × PLAN through the worker: (wall s to the job's end, the worker's
+    CPU s, the dispatcher's CPU s, the run, its job, its start); the evaluation waited for,
+    untimed."""
     from django.utils import timezone
     from fanout import cpu_s
 
     from runners.dispatch import gate_run_start
-    from runners.lab.services import lab_up
     from runners.models import NodeJob
+
+    engagement = gate.engagement
+    gate.probe_plan = PLAN * steps
+    gate.save(update_fields=["probe_plan"])
+    engagement.gates.filter(code="G1").update(state="pending")
+    engagement.state = "active"
+    engagement.save(update_fields=["state"])
+    cpu0 = cpu_s([_worker_pid[0]])
+    started_cpu = time.process_time()
+    started = timezone.now()
+    run = gate_run_start(gate=gate, started_by="benchmark")
+    dispatch_cpu = time.process_time() - started_cpu
+    while True:
+        job = NodeJob.objects.get(gate_run=run)
+        if job.finished_at is not None:
+            break
+        time.sleep(0.005)
+    cpu1 = cpu_s([_worker_pid[0]])
+    assert job.state == "done", job.error
+    assert list(run.probe_runs.values_list("state", flat=True)) == ["parsed"] * steps
+    while True:  # the evaluation and report, untimed, before the next run
+        run.refresh_from_db(fields=["state"])
+        if run.state in ("done", "failed", "cancelled"):
+            break
+        time.sleep(0.05)
+    return ((job.finished_at - started).total_seconds(), cpu1 - cpu0, dispatch_cpu, run, job,
+            started)
+
+
+_worker_pid: list[int] = [0]
+
+
+def measure_warm(args, worker_pid: int) -> None:
+    """The shipped pool (a second worker): each job after the first reuses the connection the
+    last one kept; anchored on plain ssh over an OpenSSH master connection it keeps
+    (ControlMaster), the same kex and cipher."""
     from runners.probes import probe
 
-    engagement, lab = lab_up(scenario_name="healthy", engagement_name="bench-probe")
+    _worker_pid[0] = worker_pid
+    engagement, lab = lab_node()
+    gate = engagement.gates.get(code="G1")
+    algorithms = negotiated(engagement.nodes.get(role="array"))
+    control = Path(tempfile.mkdtemp(prefix="cm", dir="/tmp")) / "%C"  # a socket: short path
+    mux = ("-o", "ControlMaster=auto", "-o", f"ControlPath={control}",
+           "-o", "ControlPersist=120")
+    ssh = ssh_argv(lab, algorithms, probe("nvme_smart_log").command(PLAN[0]["params"]), *mux)
+
+    def ssh_once() -> float:
+        start = time.perf_counter()
+        done = subprocess.run(ssh, capture_output=True, check=True)
+        assert b"critical_warning" in done.stdout
+        return time.perf_counter() - start
+
+    service_run(gate, 1), ssh_once()  # the kept connection and the master made
+    ours, anchor, cpu = [], [], []
+    for _ in range(args.runs):
+        wall, worker_cpu, *_ = service_run(gate, 1)
+        ours.append(wall)
+        cpu.append(worker_cpu)
+        anchor.append(ssh_once())
+    subprocess.run([*ssh[:-2], "-O", "exit", ssh[-2]], capture_output=True)
+    print(f"# warm pool: service {sorted(round(x, 3) for x in ours)}; ssh over its master "
+          f"connection {sorted(round(x, 3) for x in anchor)}; load average "
+          f"{os.getloadavg()[0]:.1f}", file=sys.stderr)
+    print(figure("probe_end_to_end_warm_pool", statistics.median(ours), "s",
+                 statistics.median(anchor)))
+    print(figure("probe_service_cpu_worker_warm_pool", statistics.median(cpu) * 1000, "ms",
+                 None, 2))
+    print(f"# mean worker CPU of a one-probe job on a kept connection: "
+          f"{statistics.mean(cpu) * 1000:.1f} ms (the clock ticks are 10 ms)", file=sys.stderr)
+
+
+def measure(args, worker_pid: int) -> None:
+    """The headline, cold: the worker keeps no SSH connection
+    (``ACCEPTANCE_SSH_POOL_IDLE_SECONDS=0``), so every job sets up its own, as plain ssh does."""
+    from runners.probes import probe
+
+    _worker_pid[0] = worker_pid
+    engagement, lab = lab_node()
     node = engagement.nodes.get(role="array")
     gate = engagement.gates.get(code="G1")
-    gate.probe_plan = PLAN
-    gate.save(update_fields=["probe_plan"])
     algorithms = negotiated(node)
-    command = probe("nvme_smart_log").command(PLAN[0]["params"])
-    key = lab.directory / "client_key"
-    known = lab.directory / "known_hosts"
-    known.write_text(f"[127.0.0.1]:{lab.port} {lab.host_key}\n")
-    ssh = ["ssh", "-F", "/dev/null", "-T", "-i", str(key), "-p", str(lab.port),
-           "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes",
-           "-o", "BatchMode=yes", "-o", "Compression=no",
-           *[x for name, value in algorithms.items() for x in ("-o", f"{name}={value}")],
-           f"{lab.user}@127.0.0.1", command]
+    ssh = ssh_argv(lab, algorithms, probe("nvme_smart_log").command(PLAN[0]["params"]))
     print(f"# both sides: {algorithms}", file=sys.stderr)
 
     phases: list[dict[str, float]] = []
 
     def service_once(steps: int = 1) -> tuple[float, float, float]:
-        gate.probe_plan = PLAN * steps
-        gate.save(update_fields=["probe_plan"])
-        engagement.gates.filter(code="G1").update(state="pending")
-        engagement.state = "active"
-        engagement.save(update_fields=["state"])
-        cpu0 = cpu_s([worker_pid])
-        started_cpu = time.process_time()
-        started = timezone.now()
-        run = gate_run_start(gate=gate, started_by="benchmark")
-        dispatch_cpu = time.process_time() - started_cpu
-        while True:
-            job = NodeJob.objects.get(gate_run=run)
-            if job.finished_at is not None:
-                break
-            time.sleep(0.005)
-        cpu1 = cpu_s([worker_pid])
-        assert job.state == "done", job.error
-        assert list(run.probe_runs.values_list("state", flat=True)) == ["parsed"] * steps
+        wall, cpu, dispatch_cpu, run, job, started = service_run(gate, steps)
         if steps == 1:  # where the wall time goes, from the ledger's own timestamps
             probe_run = run.probe_runs.get()
             phases.append({
@@ -140,12 +229,7 @@ def measure(args, worker_pid: int) -> None:
                 "connect": (probe_run.started_at - job.started_at).total_seconds(),
                 "command": (probe_run.finished_at - probe_run.started_at).total_seconds(),
                 "store and end": (job.finished_at - probe_run.finished_at).total_seconds()})
-        while True:  # the evaluation and report, untimed, before the next run
-            run.refresh_from_db(fields=["state"])
-            if run.state in ("done", "failed", "cancelled"):
-                break
-            time.sleep(0.05)
-        return (job.finished_at - started).total_seconds(), cpu1 - cpu0, dispatch_cpu
+        return wall, cpu, dispatch_cpu
 
     def ssh_once() -> float:
         start = time.perf_counter()
@@ -180,6 +264,11 @@ def measure(args, worker_pid: int) -> None:
                  5.0, 2))
     print(figure("probe_service_cpu_worker", statistics.median(worker_cpu) * 1000, "ms", None,
                  2))
+    print(f"# means (the clock ticks are 10 ms): worker CPU of a one-probe job "
+          f"{statistics.mean(worker_cpu) * 1000:.1f} ms, per probe "
+          f"{statistics.mean(per_probe) * 1000:.2f} ms, so the fixed part of a job about "
+          f"{(statistics.mean(worker_cpu) - statistics.mean(per_probe)) * 1000:.1f} ms",
+          file=sys.stderr)
     print(figure("probe_service_cpu_dispatch", statistics.median(dispatch_cpu) * 1000, "ms",
                  None, 2))
 

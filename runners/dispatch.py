@@ -329,11 +329,21 @@ def _node_jobs_send(gate_run_id: int) -> int:
             sent += 1
 
 
+# Whether a gate run still has a node job to run or running: asked at the end of every job
+# (issue 17: as SQL, without the ORM building it each time).
+_JOBS_LEFT_SQL = (
+    'SELECT 1 FROM "runners_nodejob" WHERE "runners_nodejob"."gate_run_id" = %s AND '
+    '"runners_nodejob"."state" IN (%s, %s, %s) LIMIT 1'
+)
+
+
 def gate_run_finish_if_complete(*, gate_run_id: int) -> None:
     """When every node job is done, claim evaluation once and evaluate."""
-    if NodeJob.objects.filter(gate_run_id=gate_run_id,
-                              state__in=[NodeJob.State.QUEUED, *NodeJob.ACTIVE]).exists():
-        return
+    with connection.cursor() as cursor:
+        cursor.execute(_JOBS_LEFT_SQL, [gate_run_id, str(NodeJob.State.QUEUED),
+                                        *map(str, NodeJob.ACTIVE)])
+        if cursor.fetchone() is not None:
+            return
     if cancel_requested(gate_run_id):
         GateRun.objects.filter(id=gate_run_id, state=GateRun.State.RUNNING).update(
             state=GateRun.State.CANCELLED, finished_at=timezone.now()

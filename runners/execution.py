@@ -1,7 +1,8 @@
 """Execution: one node's part of a gate run, over one SSH connection.
 
 ``node_job_execute`` claims a node job, connects through the pinned host key
-(``Node.ssh_target``), and runs the node's plan step by step with ``probe_run_execute``: output
+(``Node.ssh_target``; a connection a clean job of the same node left open is reused,
+``SSH_POOL``), and runs the node's plan step by step with ``probe_run_execute``: output
 stored as it arrives (``runners.live``), the raw output kept by the evidence intake
 (``runners.intake``) before anything is parsed. A cancelled or timed-out command has its remote
 process group killed. The job then hands back to dispatch: the next queued node, and the
@@ -17,6 +18,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 from django.db import connection as db_connection
 from django.utils import timezone
@@ -28,10 +30,19 @@ from runners.barrier import BarrierBroken, barrier_wait
 from runners.control import kill_fresh
 from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
 from runners.doorbell import BrokerUnavailable
-from runners.lease import LeaseLost, db_retry, first_line, held, job_claim, lease_renew
+from runners.lease import (
+    LeaseLost,
+    db_retry,
+    first_line,
+    held,
+    job_claim,
+    job_settle,
+    lease_renew,
+)
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
 from runners.parsers import PARSERS
+from runners.parsers.base import MeasurementData
 from runners.plans import PlanError, node_steps
 from runners.probes import Probe, ProbeParameterError, kill_command, probe
 from runners.probes.base import NODE_ROOT, scratch_command
@@ -40,6 +51,7 @@ from runners.transport import (
     CommandTimeout,
     OutputCapReached,
     SSHConnection,
+    SSHPool,
     TransportError,
     Unreachable,
 )
@@ -50,6 +62,13 @@ logger = logging.getLogger(__name__)
 # queued the nodes' version queries behind each other and held their probes' results.
 _VERSION_POOL = ThreadPoolExecutor(max_workers=128, thread_name_prefix="tool-version")
 
+
+# Open SSH connections kept between a node's jobs (issue 17: the session's set-up is most of a
+# job's fixed CPU), keyed on the node's address, user, pinned host key and credential: a job
+# ended cleanly gives its connection back; any error closes it (runners.transport.pool).
+SSH_POOL = SSHPool(idle_s=settings.SSH_POOL_IDLE_SECONDS,
+                   max_age_s=settings.SSH_POOL_MAX_AGE_SECONDS, size=settings.SSH_POOL_SIZE,
+                   check_timeout_s=settings.SSH_CONNECT_TIMEOUT)
 
 # On the node (RUNBOOK §3.2/§3.4): each run's result directory is a ``mktemp -d`` under this
 # base, which is checked first (owned by the user the probes run as, 0700, not a symlink).
@@ -83,8 +102,10 @@ def _version_of(connection: SSHConnection, command: str) -> str:
 
 
 def _tool_version(ctx: _JobContext, spec: Probe) -> Future:
-    """The tool's version, asked once per node and job on a second channel of the same
-    connection, concurrently with the probe's own command (so it costs no extra round trip)."""
+    """The tool's version, asked once per connection on a second channel of it, concurrently
+    with the probe's own command (so it costs no extra round trip). ``ctx.versions`` belongs to
+    the connection (``SSHConnection.facts``): a job on a kept connection is the same node
+    session and reuses what was asked on it; a new connection asks again."""
     key = " ".join(spec.version_argv)
     if key not in ctx.versions:
         ctx.versions[key] = _VERSION_POOL.submit(_version_of, ctx.connection,
@@ -112,10 +133,10 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
     leaves the result saved (state ``parsing``, the raw output indexed) before its error goes
     on."""
     _fold_output(run, recorder)  # files only: done once, whatever the database does
-    rows: list[Measurement] = []
+    rows: list[MeasurementData] = []
     if parse:
         try:
-            rows = intake.raw_output_measure(run)
+            rows = intake.raw_output_read(run)
         except Exception:
             run.state = ProbeRun.State.PARSING
             _save(ctx, run, fields, [])
@@ -123,7 +144,8 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
     _save(ctx, run, fields, rows)
 
 
-def _save(ctx: _JobContext, run: ProbeRun, fields: list[str], rows: list[Measurement]) -> None:
+def _save(ctx: _JobContext, run: ProbeRun, fields: list[str],
+          rows: list[MeasurementData]) -> None:
     def save() -> None:
         with held(ctx.job):
             ledger.probe_run_update(run, fields)
@@ -314,9 +336,10 @@ def node_job_execute(*, node_job_id: int) -> None:
         # a plan changed after its launch was checked: the job fails naming the step, never a
         # worker's traceback left to be declared lost
         steps = node_steps(gate_run.gate, job.node)
-        with SSHConnection(job.node.ssh_target()) as connection:
+        with SSH_POOL.connection(job.node.ssh_target()) as connection:
             lease_renew(job, state=NodeJob.State.RUNNING)
-            ctx = _JobContext(job, connection, {})
+            ctx = _JobContext(job, connection,
+                              connection.facts.setdefault("tool_versions", {}))
             try:
                 for step in steps:
                     spec = probe(step["probe"])
@@ -379,10 +402,7 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.error = f"{type(error).__name__}: {error}"
     job.finished_at = timezone.now()
     # Only a job still ours is finished here (recovery may have declared it lost meanwhile).
-    if not db_retry(lambda: NodeJob.objects.filter(
-            id=job.id, lease=job.lease, state__in=NodeJob.ACTIVE).update(
-            state=job.state, error_kind=job.error_kind, error=job.error,
-            finished_at=job.finished_at), what=f"node job {job.id}"):
+    if not db_retry(lambda: job_settle(job), what=f"node job {job.id}"):
         logger.warning("node job %s was settled by someone else meanwhile; its %s result is "
                        "not written", job.id, job.state)
         return

@@ -80,11 +80,43 @@ def _renew(job: NodeJob) -> bool:
     return bool(row[0])
 
 
+# The same fence moving the job to another active state (its move to ``running``), as SQL.
+_MOVE_SQL = (
+    'UPDATE "runners_nodejob" SET "heartbeat_at" = %s, "state" = %s WHERE ('
+    '"runners_nodejob"."id" = %s AND "runners_nodejob"."lease" = %s AND '
+    '"runners_nodejob"."state" IN (%s, %s))'
+)
+# A job's end, written only while it is still ours.
+_SETTLE_SQL = (
+    'UPDATE "runners_nodejob" SET "state" = %s, "error_kind" = %s, "error" = %s, '
+    '"finished_at" = %s WHERE ("runners_nodejob"."id" = %s AND "runners_nodejob"."lease" = %s '
+    'AND "runners_nodejob"."state" IN (%s, %s))'
+)
+
+
+def job_settle(job: NodeJob) -> bool:
+    """Write the job's end (state, error kind, error, finished at) if it is still ours."""
+    finished = db_connection.ops.adapt_datetimefield_value(job.finished_at)
+    with db_connection.cursor() as cursor:
+        cursor.execute(_SETTLE_SQL, [str(job.state), job.error_kind, job.error, finished,
+                                     job.id, job.lease, *map(str, NodeJob.ACTIVE)])
+        return cursor.rowcount == 1
+
+
 def lease_renew(job: NodeJob, **fields) -> None:
     """Heartbeat (and set ``fields``) on a job that is still ours; LeaseLost when it is not."""
     if not fields:
         _renew(job)
         return
+    if fields.keys() == {"state"} and fields["state"] in NodeJob.ACTIVE:
+        now = db_connection.ops.adapt_datetimefield_value(timezone.now())
+        with db_connection.cursor() as cursor:
+            cursor.execute(_MOVE_SQL, [now, str(fields["state"]), job.id, job.lease,
+                                       *map(str, NodeJob.ACTIVE)])
+            if cursor.rowcount == 1:
+                return
+        raise LeaseLost(f"node job {job.id} is no longer this worker's (declared lost or "
+                        f"settled meanwhile): stopping without touching the node")
     if not _ours(job).update(heartbeat_at=timezone.now(), **fields):
         raise LeaseLost(f"node job {job.id} is no longer this worker's (declared lost or "
                         f"settled meanwhile): stopping without touching the node")

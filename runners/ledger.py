@@ -10,11 +10,34 @@ from __future__ import annotations
 
 from functools import cache
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, models
 
 from runners.models import ProbeRun
 
 _META = ProbeRun._meta
+
+
+# Fields whose value, when it already is of this exact type (or None), is what
+# ``get_db_prep_save`` returns: their preparation is skipped (issue 17: about forty calls a
+# probe run). Anything else — JSON, bytes, datetimes, a value of another type — goes through
+# the field.
+_PLAIN: dict[type, tuple[type, ...]] = {
+    models.CharField: (str,), models.TextField: (str,), models.IntegerField: (int,),
+    models.BigIntegerField: (int,), models.FloatField: (float,), models.BooleanField: (bool,),
+    models.ForeignKey: (int,),
+}
+
+
+def _prepared(fields: tuple, obj: ProbeRun, add: bool) -> list:
+    values = []
+    for field in fields:
+        value = field.pre_save(obj, add)
+        plain = _PLAIN.get(type(field))
+        if value is None or (plain is not None and type(value) in plain):
+            values.append(value)
+        else:
+            values.append(field.get_db_prep_save(value, connection))
+    return values
 
 
 @cache
@@ -44,7 +67,7 @@ def probe_run_insert(run: ProbeRun) -> None:
         raise ValueError(f"probe run {run.pk} is already stored")
     returning = connection.features.can_return_columns_from_insert
     sql, fields = _insert_sql(connection.vendor, returning)
-    values = [f.get_db_prep_save(f.pre_save(run, True), connection) for f in fields]
+    values = _prepared(fields, run, True)
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
         run.pk = cursor.fetchone()[0] if returning else connection.ops.last_insert_id(
@@ -56,7 +79,7 @@ def probe_run_update(run: ProbeRun, names: list[str]) -> None:
     """Write the fields ``names`` of the stored ``run`` (as ``run.save(update_fields=names)``);
     DatabaseError when its row is gone."""
     sql, fields = _update_sql(connection.vendor, tuple(names))
-    values = [f.get_db_prep_save(f.pre_save(run, False), connection) for f in fields]
+    values = _prepared(fields, run, False)
     with connection.cursor() as cursor:
         cursor.execute(sql, [*values, run.pk])
         if cursor.rowcount != 1:

@@ -70,13 +70,16 @@ class StreamFile:
     keeps at most ``cap`` bytes and says whether everything offered fit."""
 
     def __init__(self, path: Path, cap: int, *, tail: int = 0) -> None:
-        private_dir(path.parent)
         self.path, self.cap = path, cap
         self.size, self.capped = 0, False
         self.hasher = hashlib.sha256()
         self.tail_keep, self.tail = tail, bytearray()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                     PRIVATE_FILE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        try:  # the directory is there but for the first file (issue 17: a mkdir per stream)
+            fd = os.open(path, flags, PRIVATE_FILE)
+        except FileNotFoundError:
+            private_dir(path.parent)
+            fd = os.open(path, flags, PRIVATE_FILE)
         os.fchmod(fd, PRIVATE_FILE)
         self.handle: IO[bytes] | None = os.fdopen(fd, "wb")
 
@@ -110,8 +113,11 @@ class StreamFile:
         digest = self.hasher.hexdigest()
         name = file_name(digest)
         target = Path(settings.OUTPUTS_DIR) / name
-        private_dir(target.parent)
-        os.replace(self.path, target)
+        try:
+            os.replace(self.path, target)
+        except FileNotFoundError:  # the first file of its two-hex-digit directory
+            private_dir(target.parent)
+            os.replace(self.path, target)
         return StoredOutput(name, digest, self.size, self.capped)
 
     def discard(self) -> None:

@@ -44,8 +44,10 @@ def private_dirs(settings, tmp_path, signing_dir):
     settings.SIGNING_DIR = signing_dir
     celery_app.conf.task_always_eager = True
     yield
+    from runners.execution import SSH_POOL
     from runners.lab.services import lab_down
 
+    SSH_POOL.close_all()  # connections kept by this test's jobs end with its lab servers
     lab_down()
 
 

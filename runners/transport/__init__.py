@@ -1,8 +1,9 @@
 """The one place that talks to machines. Everything else hands it a command string.
 
 ``SSHConnection`` (paramiko, host keys pinned with RejectPolicy, optionally through jump hosts,
-connection set-up retried with back-off) is the only transport so far; ``host_key_presented``
-reads a node's host key for enrolment without logging in.
+connection set-up retried with back-off) is the only transport so far; ``SSHPool`` keeps open
+connections between a node's jobs, keyed on its address, user, pinned host key and credential;
+``host_key_presented`` reads a node's host key for enrolment without logging in.
 """
 
 from .errors import (
@@ -14,6 +15,7 @@ from .errors import (
     TransportError,
     Unreachable,
 )
+from .pool import SSHPool, pool_key
 from .ssh import (
     MAX_JUMP_HOSTS,
     CommandResult,
@@ -26,6 +28,7 @@ from .ssh import (
 
 __all__ = [
     "MAX_JUMP_HOSTS", "AuthenticationFailed", "CommandCancelled", "CommandResult",
-    "CommandTimeout", "HostKeyRejected", "OutputCapReached", "SSHConnection", "SSHTarget",
-    "TransportError", "Unreachable", "backoff_delay", "host_key_presented", "private_key_type",
+    "CommandTimeout", "HostKeyRejected", "OutputCapReached", "SSHConnection", "SSHPool",
+    "SSHTarget", "TransportError", "Unreachable", "backoff_delay", "host_key_presented",
+    "pool_key", "private_key_type",
 ]

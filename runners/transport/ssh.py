@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import paramiko
 
@@ -44,6 +45,7 @@ from .errors import (
     CommandCancelled,
     CommandTimeout,
     HostKeyRejected,
+    TransportError,
     Unreachable,
 )
 
@@ -287,6 +289,13 @@ class SSHConnection:
         self.attempts = 0
         self._sleep = sleep
         self._clients: list[paramiko.SSHClient] = []
+        # Set when a command ended in a TransportError (lost, timed out, cancelled, capped): a
+        # pool (``runners.transport.pool``) never hands such a connection out again.
+        self.faulted = False
+        self.opened_at = 0.0  # time.monotonic() when the session was set up
+        # What callers learned about this node session (a tool's version): it lives and dies
+        # with the connection, so it is never carried over to another session.
+        self.facts: dict[str, Any] = {}
 
     @property
     def client(self) -> paramiko.SSHClient | None:
@@ -300,6 +309,7 @@ class SSHConnection:
             self.attempts += 1
             try:
                 self._clients = _chain_connect(hops)
+                self.opened_at = time.monotonic()
                 return self
             except Unreachable as error:
                 if not error.transient:
@@ -316,9 +326,26 @@ class SSHConnection:
                 self._sleep(delay)
 
     def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every hop's session (the target's first); the connection is then unusable."""
         for client in reversed(self._clients):
             client.close()
         self._clients = []
+        self.facts = {}
+
+    def usable(self, timeout: float) -> bool:
+        """Whether the connection can still run a command: every hop's transport active and
+        the node's session answering a channel opened and closed within ``timeout`` (one
+        round trip), and no command on it ever failed."""
+        if self.faulted or not self._clients:
+            return False
+        transports = [client.get_transport() for client in self._clients]
+        if any(t is None or not t.is_active() for t in transports):
+            return False
+        last = transports[-1]
+        return last is not None and _alive(last, timeout)
 
     def _keepalive_check(self, transport: paramiko.Transport, heard: dict[str, float]) -> None:
         """Ask a silent session to answer; close it as Unreachable after ``keepalive_count``
@@ -363,6 +390,16 @@ class SSHConnection:
         empty), so a large output costs no memory here; ``on_output`` may raise
         :class:`OutputCapReached` to stop the command (the channel is closed).
         """
+        try:
+            return self._run(command, timeout=timeout, on_output=on_output, on_tick=on_tick,
+                             keep_output=keep_output)
+        except TransportError:
+            self.faulted = True
+            raise
+
+    def _run(self, command: str, *, timeout: float,
+             on_output: Callable[[str, bytes], None] | None,
+             on_tick: Callable[[], bool] | None, keep_output: bool) -> CommandResult:
         started = datetime.now(UTC)
         deadline = time.monotonic() + timeout
         transport = self.client.get_transport() if self.client else None

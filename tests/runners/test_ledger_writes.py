@@ -102,9 +102,12 @@ def test_the_executors_measurements_write_stores_what_the_orm_insert_stores(db):
             command="fio", labels={"phase": "read", "device": "run's"}, arm=arm,
             started_at=timezone.now())
 
+    sampled = timezone.now()
+
     def rows() -> list[Measurement]:
         return [Measurement(metric=f"bw_{k}", value=k * 1.5, unit="B/s",
-                            labels={"device": f"/dev/nvme{k}n1", "job": "seq"})
+                            labels={"device": f"/dev/nvme{k}n1", "job": "seq"},
+                            sampled_at=sampled if k == 1 else None)
                 for k in range(intake._WRITE_BATCH + 3)]
 
     def stored(of: ProbeRun) -> list[tuple]:
@@ -121,6 +124,7 @@ def test_the_executors_measurements_write_stores_what_the_orm_insert_stores(db):
     first = stored(written)[0]
     assert first[:7] == (run.id, node.id, "bw_0", 0.0, "B/s",
                          {"device": "run's", "job": "seq", "phase": "read"}, "gpu_kv")
+    assert stored(written)[1][7] == sampled
     assert intake.measurements_write(written, []) == 0
 
 
