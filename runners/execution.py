@@ -102,10 +102,10 @@ def _version_of(connection: SSHConnection, command: str) -> str:
 
 
 def _tool_version(ctx: _JobContext, spec: Probe) -> Future:
-    """The tool's version, asked once per connection on a second channel of it, concurrently
-    with the probe's own command (so it costs no extra round trip). ``ctx.versions`` belongs to
-    the connection (``SSHConnection.facts``): a job on a kept connection is the same node
-    session and reuses what was asked on it; a new connection asks again."""
+    """The tool's version, asked once per job on a second channel of its connection,
+    concurrently with the probe's own command (so it costs no extra round trip). Never kept
+    from an earlier job on a kept connection: a tool upgraded between two runs (an engineer's
+    fix after a stop, run again at once) must be recorded as the tool that printed the output."""
     key = " ".join(spec.version_argv)
     if key not in ctx.versions:
         ctx.versions[key] = _VERSION_POOL.submit(_version_of, ctx.connection,
@@ -338,8 +338,7 @@ def node_job_execute(*, node_job_id: int) -> None:
         steps = node_steps(gate_run.gate, job.node)
         with SSH_POOL.connection(job.node.ssh_target()) as connection:
             lease_renew(job, state=NodeJob.State.RUNNING)
-            ctx = _JobContext(job, connection,
-                              connection.facts.setdefault("tool_versions", {}))
+            ctx = _JobContext(job, connection, {})
             try:
                 for step in steps:
                     spec = probe(step["probe"])

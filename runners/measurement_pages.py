@@ -90,7 +90,7 @@ def cursor_from(token: str | None) -> Cursor:
     except (binascii.Error, ValueError, TypeError):
         raise BadCursor(REFUSED) from None
     if (direction not in ("a", "b") or not isinstance(metric, str)
-            or not 0 < len(metric) <= METRIC_MAX or "\x00" in metric
+            or not 0 < len(metric) <= METRIC_MAX or not metric.isprintable()
             or not all(v is None or (type(v) is int and ID_MIN <= v <= ID_MAX)
                        for v in (node_id, row_id)) or row_id is None):
         raise BadCursor(REFUSED)

@@ -164,6 +164,7 @@ _row_cache_lock = threading.Lock()
 
 
 DASHBOARD_PAGE_SIZE = 50  # rows read, built and rendered per request; the rest are ranked in SQL
+DASHBOARD_PAGE_MAX = 10**9  # a page number past this is refused without a query
 
 
 @dataclass
@@ -285,7 +286,9 @@ def _page_number(page: int | str | None) -> int | None:
         number = int(page or 1)
     except (TypeError, ValueError):
         return None
-    return number if number >= 1 else None
+    # past any real page, and its OFFSET would overflow the database's 64-bit integer: the
+    # paginator refuses it ("That page contains no results")
+    return number if 1 <= number <= DASHBOARD_PAGE_MAX else None
 
 
 def dashboard_rows(engagements: QuerySet[Engagement], today: date, *,

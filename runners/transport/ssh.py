@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import paramiko
 
@@ -293,9 +292,6 @@ class SSHConnection:
         # pool (``runners.transport.pool``) never hands such a connection out again.
         self.faulted = False
         self.opened_at = 0.0  # time.monotonic() when the session was set up
-        # What callers learned about this node session (a tool's version): it lives and dies
-        # with the connection, so it is never carried over to another session.
-        self.facts: dict[str, Any] = {}
 
     @property
     def client(self) -> paramiko.SSHClient | None:
@@ -333,7 +329,6 @@ class SSHConnection:
         for client in reversed(self._clients):
             client.close()
         self._clients = []
-        self.facts = {}
 
     def usable(self, timeout: float) -> bool:
         """Whether the connection can still run a command: every hop's transport active and

@@ -1,5 +1,6 @@
 """Node jobs and the kept SSH connections (``runners.execution.SSH_POOL``) on a real lab sshd:
-a node's next job reuses the connection a clean job left, with the tool versions asked on it;
+a node's next job reuses the connection a clean job left, and asks its tools' versions again
+(a tool upgraded between two runs is recorded as the one that printed the output);
 a node whose sshd died meanwhile gets a fresh one and its job succeeds; a node whose pinned
 host key changed in the database never gets the old one."""
 
@@ -38,17 +39,26 @@ def job_run(gate, node, attempt: int, **fields) -> NodeJob:
     return job
 
 
-def test_the_next_job_on_a_node_reuses_the_connection_and_its_tool_versions(array):
-    gate, node, _ = array
+def test_the_next_job_on_a_node_reuses_the_connection_and_asks_the_tool_version_again(array):
+    gate, node, server = array
     first = job_run(gate, node, 1)
     assert first.state == "done", first.error
     kept = execution.SSH_POOL
     assert (kept.opened, kept.reused, kept.idle_count()) == (1, 0, 1)
+    # the engineer upgrades nvme-cli between the two runs: same node session, new tool
+    nvme = server.directory / "bin" / "nvme"
+    real = nvme.with_name("nvme.real")
+    nvme.rename(real)
+    nvme.write_text('#!/bin/sh\ncase "$1" in version|--version) '
+                    'echo "nvme version 9.99 (upgraded)"; exit 0;; esac\n'
+                    f'exec "{real}" "$@"\n')
+    nvme.chmod(0o755)
     second = job_run(gate, node, 2)
     assert second.state == "done", second.error
     assert (kept.opened, kept.reused, kept.idle_count()) == (1, 1, 1)
     versions = [job.gate_run.probe_runs.get().tool_version for job in (first, second)]
-    assert versions[0] == versions[1] and versions[0].startswith("nvme version")
+    assert versions[0].startswith("nvme version") and "9.99" not in versions[0]
+    assert versions[1] == "nvme version 9.99 (upgraded)"
 
 
 def test_a_node_whose_sshd_died_between_two_jobs_gets_a_fresh_connection(array):

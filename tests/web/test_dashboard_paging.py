@@ -100,6 +100,10 @@ def test_it_refuses_an_unknown_state_or_page_naming_it(client, pm, many):
     assert page.status_code == 400
     assert b"page: That page contains no results" in page.content
     assert b"page 1 of 3" in page.content  # the first page instead
+    for huge in ("184467440737095518", str(2**63 - 1), "9" * 400):  # OFFSET past 64 bits
+        past = client.get(reverse("dashboard") + f"?page={huge}")
+        assert past.status_code == 400
+        assert b"page: That page contains no results" in past.content
 
 
 def test_a_deep_page_costs_the_queries_of_the_first(client, pm, many,

@@ -140,6 +140,7 @@ def _token(payload) -> str:
     _token(["b", "", None, 5]), _token(["a", "t" * 65, None, 5]),
     _token(["a", "temperature", 1.5, 5]), _token(["a", "temperature", None, None]),
     _token(["a", "temperature", True, 5]), _token(["a", "temp\x00", None, 5]),
+    _token(["a", "temp\ud800", None, 5]),
     _token([[[[["a"]]]]] * 20), "A" * 600, "%%%"])
 def test_it_refuses_a_cursor_it_did_not_give(big_run, people, bad):
     response = people("Acme").engineer.client.get(
