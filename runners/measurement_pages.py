@@ -6,9 +6,11 @@ service's own figures without a node after them), id — the index ``measurement
 (gate run, metric, node, id). A page is read as ``WHERE gate_run = … AND (metric, node, id) >
 key ORDER BY … LIMIT n+1`` from the row the link names, never by ``OFFSET`` (the last of 500
 pages read and threw away 99 800 rows: 546 ms p95). As in ``acceptance.api.pagination`` (the
-measurements API's cursor pages) the links are opaque cursors and a cursor this page did not
-give is refused with one line naming the parameter; the key here has three columns, not the
-primary key alone, so the cursor holds the whole key.
+measurements API's cursor pages) the links are opaque cursors and a cursor that is not one
+(not base64 JSON of a direction and a key of the right types and bounds) is refused with one line
+naming the parameter; a well-formed key that names no row (edited by hand) is read as a
+position in the order, as the API's are, and shows what follows it. The key here has three
+columns, not the primary key alone, so the cursor holds the whole key.
 
 A row comparison never matches a row whose node is empty (SQL's ``NULL``), so the rows after
 (or before) a key are read as up to three ranges, one after the other, each a range of the

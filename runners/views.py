@@ -329,6 +329,8 @@ def run_detail(request, run_id: int):
     if "measurements_page" in request.GET:  # the numbered pages before issue 17's keyset
         return HttpResponseBadRequest(MEASUREMENTS_PAGE_GONE, content_type="text/plain")
     try:
+        # read even while the run is not over (no results shown yet): a bad link is refused
+        measurement_pages.cursor_from(request.GET.get(measurement_pages.PARAMETER))
         context = _run_context(request, gate_run, cursor, pages.LOG_BUDGET_PAGE,
                                request.GET.get(measurement_pages.PARAMETER))
     except measurement_pages.BadCursor as error:

@@ -269,3 +269,22 @@ def test_a_re_run_pages_its_own_and_the_carried_measurements_in_one_order(big_ru
     last = client.get(reverse("run-detail", args=[rerun.id]), {"measurements_cursor": "last"})
     assert values(last) == expected[-200:]
     assert values(client.get(links(last)["Previous"])) == expected[:-200]
+
+
+def test_a_page_past_the_end_offers_no_previous_link_to_itself(big_run, people):
+    client = people("Acme").engineer.client
+    past = _token(["a", "zzz", None, 2**62])  # after every metric: an empty page
+    response = client.get(reverse("run-detail", args=[big_run.id]),
+                          {"measurements_cursor": past})
+    assert response.status_code == 200
+    assert values(response) == []
+    assert 'href=""' not in response.content.decode()
+    assert "First" in links(response)
+
+
+def test_a_bad_cursor_is_refused_while_the_run_is_not_over(big_run, people):
+    GateRun.objects.filter(id=big_run.id).update(state=GateRun.State.RUNNING, finished_at=None)
+    response = people("Acme").engineer.client.get(
+        reverse("run-detail", args=[big_run.id]), {"measurements_cursor": "two"})
+    assert response.status_code == 400
+    assert response.content.decode().startswith("measurements_cursor: not a cursor of this page")
