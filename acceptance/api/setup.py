@@ -48,7 +48,10 @@ def _engagement(request, name: str, role: str) -> Engagement:
 
 class NodeEnrolSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63)
-    role = serializers.ChoiceField(choices=Node.Role.choices)
+    role = serializers.ChoiceField(
+        choices=Node.Role.choices,
+        error_messages={"invalid_choice": '"{input}" is not a node role: one of '
+                        + ", ".join(Node.Role.values) + "."})
     address = serializers.CharField(max_length=253)
     port = serializers.IntegerField(min_value=1, max_value=65535, default=22)
     fingerprint = serializers.CharField(

@@ -142,3 +142,13 @@ def test_the_set_up_calls_answer_by_role_and_organisation(users, client_for):
         "name": "array-ctl", "role": "array", "address": "127.0.0.1", "ssh_user": "root",
         "fingerprint": "SHA256:x", "private_key": "not a key"}, format="json")
     assert no_key.status_code == 400 and "private_key" in no_key.json()
+
+
+def test_a_node_of_an_unknown_role_is_refused_naming_the_roles(users, client_for):
+    engagement_create(name="acme-prod", customer="Acme", start_date="2026-12-01")
+    bad = client_for("engineer").post("/api/engagements/acme-prod/nodes/", {
+        "name": "ctl-1", "role": "array_controller", "address": "127.0.0.1", "ssh_user": "root",
+        "fingerprint": "SHA256:x"}, format="json")
+    assert bad.status_code == 400
+    assert bad.json()["role"] == [
+        '"array_controller" is not a node role: one of array, inference, bastion.']
