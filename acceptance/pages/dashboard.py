@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 
 from django.core.paginator import Page, Paginator
 from django.db.models import (
@@ -78,7 +78,6 @@ class EngagementRow:
     overdue: list[str]
     stopped: bool
     stopped_reason: str
-    rank: tuple = field(repr=False, default=())
     html: SafeString = field(repr=False, default=SafeString(""))  # the rendered section
 
 
@@ -132,10 +131,6 @@ def dashboard_row(engagement: Engagement, today: date, words: PageWords | None =
                 "gate": words.title(gate), "date": day(due),
                 "when": words.days(due, today), "state": word})
     stopped = engagement.state == Engagement.State.STOPPED
-    accepted = engagement.state == Engagement.State.ACCEPTED
-    rank = (0 if stopped else 1 if overdue else 3 if accepted else 2,
-            min((g.due_date for g in gates if g.state != Gate.State.PASSED), default=date.max),
-            engagement.name)
     return EngagementRow(
         name=engagement.name, url=reverse("engagement-detail", args=[engagement.name]),
         customer=engagement.customer.name, state=engagement.state,
@@ -145,7 +140,6 @@ def dashboard_row(engagement: Engagement, today: date, words: PageWords | None =
         timeline=timeline(engagement, gates, today), gates=cells,
         next_due=_next_due(engagement, gates, today), overdue=overdue,
         stopped=stopped, stopped_reason=stopped_reason_text(engagement.stopped_reason),
-        rank=rank,
     )
 
 
@@ -167,37 +161,6 @@ DASHBOARD_PAGE_SIZE = 50  # rows read, built and rendered per request; the rest 
 DASHBOARD_PAGE_MAX = 10**9  # a page number past this is refused without a query
 
 
-@dataclass
-class _Ranked:
-    """What sorting and the summary need of one engagement, from its stored values alone."""
-
-    rank: tuple
-    stopped: bool
-    overdue: bool
-    accepted: bool
-    values: tuple
-    gate_values: tuple
-
-
-def _ranked(values: tuple, gate_values: tuple, today: date) -> _Ranked:
-    """The ranking in Python, from an engagement's ``ENGAGEMENT_VALUES`` and its gates'
-    ``GATE_VALUES`` (without the engagement id): the reference ``ranked_engagements`` is held
-    equal to (``tests/web/test_dashboard_ranking.py``), and the order ``dashboard_row`` ranks."""
-    _, name, _, state, _, _, start_date = values
-    open_dues, overdue = [], False
-    for _code, _name, due_week, rescheduled, gate_state in gate_values:
-        if gate_state == Gate.State.PASSED:
-            continue
-        due = rescheduled if rescheduled is not None else start_date + timedelta(weeks=due_week)
-        open_dues.append(due)
-        overdue = overdue or due < today
-    stopped = state == Engagement.State.STOPPED
-    accepted = state == Engagement.State.ACCEPTED
-    rank = (0 if stopped else 1 if overdue else 3 if accepted else 2,
-            min(open_dues, default=date.max), name)
-    return _Ranked(rank, stopped, overdue, accepted, values, gate_values)
-
-
 class _CodePointOrder(Func):
     """A text in code point order, as Python's ``str`` compares: SQLite's default (BINARY)
     already is; PostgreSQL's database collation may not be (``en_US`` puts "b" before "C")."""
@@ -210,7 +173,7 @@ class _CodePointOrder(Func):
 
 
 def ranked_engagements(engagements: QuerySet[Engagement], today: date) -> QuerySet[Engagement]:
-    """``engagements`` in the dashboard's order, ranked by the database as ``_ranked`` ranks:
+    """``engagements`` in the dashboard's order, ranked by the database:
     stopped, overdue, active, accepted; then the earliest due date of a gate not passed (none:
     last); then the name. Each is annotated with ``next_due`` (that date) and ``overdue``
     (``next_due`` before ``today``: the page's day, not the database's ``CURRENT_DATE``).

@@ -7,6 +7,7 @@ filtered querysets, the last page, and the day passed in (not the database's own
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import date, timedelta
 
 import pytest
@@ -19,7 +20,6 @@ from acceptance.pages.dashboard import (
     ENGAGEMENT_VALUES,
     GATE_VALUES,
     DashboardSummary,
-    _ranked,
     dashboard_row_cache_clear,
     dashboard_rows,
     dashboard_summary,
@@ -27,6 +27,38 @@ from acceptance.pages.dashboard import (
 )
 from gates.models import Gate, gate_due_date_sql
 from gates.services import engagement_create
+
+
+@dataclass
+class _Ranked:
+    """What sorting and the summary need of one engagement, from its stored values alone."""
+
+    rank: tuple
+    stopped: bool
+    overdue: bool
+    accepted: bool
+    values: tuple
+    gate_values: tuple
+
+
+def _ranked(values: tuple, gate_values: tuple, today: date) -> _Ranked:
+    """The ranking in Python, from an engagement's ``ENGAGEMENT_VALUES`` and its gates'
+    ``GATE_VALUES`` (without the engagement id): the reference ``ranked_engagements`` is held
+    equal to (the dashboard ranked this way before issue 17 moved it into SQL)."""
+    _, name, _, state, _, _, start_date = values
+    open_dues, overdue = [], False
+    for _code, _name, due_week, rescheduled, gate_state in gate_values:
+        if gate_state == Gate.State.PASSED:
+            continue
+        due = rescheduled if rescheduled is not None else start_date + timedelta(weeks=due_week)
+        open_dues.append(due)
+        overdue = overdue or due < today
+    stopped = state == Engagement.State.STOPPED
+    accepted = state == Engagement.State.ACCEPTED
+    rank = (0 if stopped else 1 if overdue else 3 if accepted else 2,
+            min(open_dues, default=date.max), name)
+    return _Ranked(rank, stopped, overdue, accepted, values, gate_values)
+
 
 TODAY = date(2026, 6, 15)  # not the database's day: the page's, passed in
 
