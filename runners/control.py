@@ -66,6 +66,16 @@ def kill_fresh(run: ProbeRun) -> str:
     return _kill(run)
 
 
+def _killed_by_its_job(run: ProbeRun) -> str:
+    """What the probe run's own node job recorded when it saw the cancel request first and
+    killed the process group on the node itself ("" when it did not)."""
+    error = ProbeRun.objects.filter(id=run.id, state=ProbeRun.State.CANCELLED).values_list(
+        "error", flat=True).first() or ""
+    _, mark, said = error.rpartition("remote process group: ")
+    return "gone (killed by its node job, which saw the request first)" \
+        if mark and said == "gone" else ""
+
+
 def gate_run_cancel(*, gate_run: GateRun, cancelled_by: str, wait_s: float = 30.0) -> CancelReport:
     """Cancel ``gate_run``: record who, kill its running remote commands (confirmed), and wait up
     to ``wait_s`` for its workers to stop; jobs no worker settles by then are settled here."""
@@ -85,6 +95,8 @@ def gate_run_cancel(*, gate_run: GateRun, cancelled_by: str, wait_s: float = 30.
     for run in gate_run.probe_runs.select_related("node__credential").filter(
             state=ProbeRun.State.RUNNING, node__isnull=False):
         said = _kill(run)
+        if said == "absent":  # its own node job, which reads the request every second, may
+            said = _killed_by_its_job(run) or said  # have killed it first (and said so)
         report.killed.append(f"{run.node.name}: {run.probe} (probe run {run.id}): {said}")
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and gate_run.node_jobs.filter(
