@@ -147,9 +147,7 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
 def _save(ctx: _JobContext, run: ProbeRun, fields: list[str],
           rows: list[MeasurementData]) -> None:
     def save() -> None:
-        with held(ctx.job):
-            ledger.probe_run_update(run, fields)
-            intake.measurements_write(run, rows)
+        ledger.probe_run_save(run, fields, ctx.job, rows)
 
     db_retry(save, what=f"probe run {run.id}")
 
@@ -210,10 +208,10 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     # The token names the run's process group on the node: the job's id and 64 random bits,
     # known before the row is written, so the start is one fenced insert.
     run.remote_token = f"pr-{job.id}-{secrets.token_hex(8)}"
-    with held(job) as cancelled:  # a probe starts only on a job still this worker's
-        if cancelled and cancellable:  # rolled back: no run row, nothing sent to the node
-            raise CommandCancelled("cancelled before the next probe")
-        ledger.probe_run_insert(run)
+    # A probe starts only on a job still this worker's; a cancelled run inserts no row and
+    # sends nothing to the node.
+    if ledger.probe_run_start(run, job, refuse_if_cancelled=cancellable) and cancellable:
+        raise CommandCancelled("cancelled before the next probe")
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
     recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15

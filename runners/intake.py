@@ -104,7 +104,7 @@ def measurements_write(run: ProbeRun, rows: Iterable[Measurement | MeasurementDa
     rows = list(rows)
     if not rows:
         return 0
-    if connection.vendor == "postgresql" and all(math.isfinite(row.value) for row in rows):
+    if connection.vendor == "postgresql" and measurements_json_ready(rows):
         return _measurements_write_json(run, rows)
     meta = Measurement._meta
     labels, sampled_at = meta.get_field("labels"), meta.get_field("sampled_at")
@@ -140,26 +140,42 @@ _JSON_INSERT = (
 )
 
 
+def measurements_json_ready(rows: list) -> bool:
+    """Whether ``rows`` can go to PostgreSQL as one JSON document (JSON has no NaN)."""
+    return all(math.isfinite(row.value) for row in rows)
+
+
+def measurements_json_insert() -> str:
+    """The statement that inserts a probe's rows from one JSON document; its parameters are
+    :func:`measurements_json_params`."""
+    meta = Measurement._meta
+    return _JSON_INSERT.format(table=connection.ops.quote_name(meta.db_table),
+                               columns=", ".join(connection.ops.quote_name(c)
+                                                 for c in _WRITE_COLUMNS))
+
+
+def measurements_json_params(run: ProbeRun, rows: list[Measurement | MeasurementData]) -> list:
+    """The gate run, probe run, node and the rows' JSON document, for
+    :func:`measurements_json_insert` (the rows' finite values checked by the caller)."""
+    sampled_at = Measurement._meta.get_field("sampled_at")
+    document = []
+    for row in rows:
+        at = sampled_at.get_db_prep_save(getattr(row, "sampled_at", None), connection)
+        document.append({
+            "metric": row.metric, "value": float(row.value), "unit": row.unit,
+            "labels": {**row.labels, **run.labels},
+            "arm": getattr(row, "arm", "") or run.arm,
+            "sampled_at": None if at is None else at.isoformat(),
+            "derived": bool(getattr(row, "derived", False))})
+    return [run.gate_run_id, run.id, run.node_id, json.dumps(document, allow_nan=False)]
+
+
 def _measurements_write_json(run: ProbeRun, rows: list[Measurement | MeasurementData]) -> int:
     """``measurements_write`` on PostgreSQL, for finite values (JSON has no NaN)."""
-    meta = Measurement._meta
-    sampled_at = meta.get_field("sampled_at")
-    sql = _JSON_INSERT.format(table=connection.ops.quote_name(meta.db_table),
-                              columns=", ".join(connection.ops.quote_name(c)
-                                                for c in _WRITE_COLUMNS))
+    sql = measurements_json_insert()
     with connection.cursor() as cursor:
         for start in range(0, len(rows), _WRITE_BATCH):
-            document = []
-            for row in rows[start:start + _WRITE_BATCH]:
-                at = sampled_at.get_db_prep_save(getattr(row, "sampled_at", None), connection)
-                document.append({
-                    "metric": row.metric, "value": float(row.value), "unit": row.unit,
-                    "labels": {**row.labels, **run.labels},
-                    "arm": getattr(row, "arm", "") or run.arm,
-                    "sampled_at": None if at is None else at.isoformat(),
-                    "derived": bool(getattr(row, "derived", False))})
-            cursor.execute(sql, [run.gate_run_id, run.id, run.node_id,
-                                 json.dumps(document, allow_nan=False)])
+            cursor.execute(sql, measurements_json_params(run, rows[start:start + _WRITE_BATCH]))
     return len(rows)
 
 

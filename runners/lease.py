@@ -59,7 +59,7 @@ def _ours(job: NodeJob):
 # The fenced heartbeat of every step, written once as SQL (it runs several times a probe; the
 # ORM spent about as much CPU building it as the database spent running it). It also answers
 # whether the job's gate run was asked to cancel, so a probe's start needs no second query.
-_RENEW_SQL = (
+RENEW_SQL = (
     'UPDATE "runners_nodejob" SET "heartbeat_at" = %s WHERE ("runners_nodejob"."id" = %s AND '
     '"runners_nodejob"."lease" = %s AND "runners_nodejob"."state" IN (%s, %s)) RETURNING ('
     'SELECT "runners_gaterun"."cancel_requested_at" IS NOT NULL FROM "runners_gaterun" '
@@ -67,16 +67,25 @@ _RENEW_SQL = (
 )
 
 
+def renew_params(job: NodeJob) -> list:
+    """:data:`RENEW_SQL`'s parameters for ``job`` (its heartbeat now)."""
+    now = db_connection.ops.adapt_datetimefield_value(timezone.now())
+    return [now, job.id, job.lease, *map(str, NodeJob.ACTIVE)]
+
+
+def lease_lost(job: NodeJob) -> LeaseLost:
+    return LeaseLost(f"node job {job.id} is no longer this worker's (declared lost or "
+                     f"settled meanwhile): stopping without touching the node")
+
+
 def _renew(job: NodeJob) -> bool:
     """The fenced heartbeat; whether the gate run was asked to cancel. LeaseLost when the job
     is no longer ours."""
-    now = db_connection.ops.adapt_datetimefield_value(timezone.now())
     with db_connection.cursor() as cursor:
-        cursor.execute(_RENEW_SQL, [now, job.id, job.lease, *map(str, NodeJob.ACTIVE)])
+        cursor.execute(RENEW_SQL, renew_params(job))
         row = cursor.fetchone()
     if row is None:
-        raise LeaseLost(f"node job {job.id} is no longer this worker's (declared lost or "
-                        f"settled meanwhile): stopping without touching the node")
+        raise lease_lost(job)
     return bool(row[0])
 
 

@@ -107,16 +107,17 @@ class StreamFile:
         """Close and rename to the content's sha256 name (content already there: kept once)."""
         if self.handle is not None:
             self.handle.flush()
-            os.fsync(self.handle.fileno())
+            if self.size:  # an empty stream has no bytes to make durable (issue 17: CPU)
+                os.fsync(self.handle.fileno())
             self.handle.close()
             self.handle = None
         digest = self.hasher.hexdigest()
         name = file_name(digest)
-        target = Path(settings.OUTPUTS_DIR) / name
+        target = os.path.join(settings.OUTPUTS_DIR, name)  # a str: no pathlib per probe
         try:
             os.replace(self.path, target)
         except FileNotFoundError:  # the first file of its two-hex-digit directory
-            private_dir(target.parent)
+            private_dir(Path(target).parent)
             os.replace(self.path, target)
         return StoredOutput(name, digest, self.size, self.capped)
 
