@@ -131,8 +131,7 @@ def gate_run_start(*, gate: Gate, started_by: str,
     ConfirmationRequired (a GateRefused) for a passed gate without confirmation and reason;
     nothing is created then.
     """
-    Gate.objects.select_for_update().get(pk=gate.pk)
-    gate.refresh_from_db()
+    gate.refresh_from_db(from_queryset=Gate.objects.select_for_update())  # locked, read once
     gate_check_runnable(gate=gate)
     if gate.is_soak:
         raise GateRefused(_("%(gate)s is a soak: start it from its soak plan page or with "
@@ -315,7 +314,8 @@ def _node_jobs_send(gate_run_id: int) -> int:
             return sent
         # In-process a ring runs its job inside the call: one claimed at a time, so no job
         # waits marked as sent behind another's whole run (the sweep would send it again).
-        claimed = _jobs_claim(gate_run_id, 1 if rings_in_process() else limit - in_flight)
+        wanted = 1 if rings_in_process() else limit - in_flight
+        claimed = _jobs_claim(gate_run_id, wanted)
         if not claimed:
             return sent
         for index, job_id in enumerate(claimed):
@@ -327,6 +327,8 @@ def _node_jobs_send(gate_run_id: int) -> int:
                     dispatched_at=None, sends=F("sends") - 1)
                 raise BrokerUnavailable(str(error), gate_run_id=gate_run_id) from None
             sent += 1
+        if len(claimed) < wanted:  # none was left unsent: no second count and claim
+            return sent
 
 
 # Whether a gate run still has a node job to run or running: asked at the end of every job
