@@ -105,12 +105,15 @@ def _wait_for_banner(port: int, deadline_s: float = 10.0) -> None:
 def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] | None = None,
                  path_prefix: list[Path] | None = None,
                  allow_tcp_forwarding: bool = False,
-                 client_key: tuple[str, str] | None = None) -> LabServer:
+                 client_key: tuple[str, str] | None = None,
+                 ciphers: str | None = None) -> LabServer:
     """Start a lab sshd in ``directory`` (made anew) serving ``scenario``'s stand-in tools.
 
     ``allow_tcp_forwarding``: let it act as a jump host (bastion) for other lab servers.
     ``client_key``: the (private, public) OpenSSH key pair it authorises (one engineer's key for
     every node of a lab); a new pair when absent. The host key is always its own.
+    ``ciphers``: sshd's ``Ciphers`` list (OpenSSH's default when absent), for a node that offers
+    fewer.
     """
     if not Path(SSHD).exists():
         raise LabError(f"{SSHD} is missing: install Debian's openssh-server (scripts/setup)")
@@ -151,7 +154,8 @@ def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] |
             "PermitRootLogin prohibit-password", f"AllowUsers {user}", "X11Forwarding no",
             f"AllowTcpForwarding {'yes' if allow_tcp_forwarding else 'no'}",
             "PermitTunnel no", "PrintMotd no", "LogLevel ERROR",
-            "MaxSessions 64", "MaxStartups 64:30:128", f"SetEnv {set_env}", "",
+            "MaxSessions 64", "MaxStartups 64:30:128", f"SetEnv {set_env}",
+            *([f"Ciphers {ciphers}"] if ciphers else []), "",
         ])
         _write(directory / "sshd_config", config, 0o600)
         done = subprocess.run([SSHD, "-f", str(directory / "sshd_config"),

@@ -190,6 +190,23 @@ def _forward(client: paramiko.SSHClient, jump_label: str, host: str, port: int,
         raise Unreachable(f"{jump_label}: forwarding to {host}:{port} failed: {error}") from None
 
 
+#: Ciphers preferred over paramiko's default order (AES-CTR with a separate HMAC): AES-GCM, an
+#: AEAD cipher OpenSSH has offered since 6.2, costs this process about 15 % less CPU a command
+#: (0.3 ms of 2.2; issue 17: the service's CPU per probe). Every cipher paramiko offers stays on
+#: offer after them, so a server without GCM negotiates as before.
+PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+
+def _transport(sock, **kwargs) -> paramiko.Transport:
+    """paramiko's Transport offering :data:`PREFERRED_CIPHERS` first."""
+    transport = paramiko.Transport(sock, **kwargs)
+    options = transport.get_security_options()
+    offered = tuple(options.ciphers)
+    options.ciphers = tuple(c for c in PREFERRED_CIPHERS if c in offered) + tuple(
+        c for c in offered if c not in PREFERRED_CIPHERS)
+    return transport
+
+
 def _hop_connect(hop: _Hop, sock: paramiko.Channel | None) -> paramiko.SSHClient:
     t = hop.target
     client = paramiko.SSHClient()
@@ -201,7 +218,7 @@ def _hop_connect(hop: _Hop, sock: paramiko.Channel | None) -> paramiko.SSHClient
             t.host, port=t.port, username=t.user, pkey=hop.pkey, sock=sock,
             timeout=t.connect_timeout, banner_timeout=t.connect_timeout,
             auth_timeout=t.connect_timeout, channel_timeout=t.connect_timeout,
-            allow_agent=False, look_for_keys=False,
+            allow_agent=False, look_for_keys=False, transport_factory=_transport,
         )
     except paramiko.BadHostKeyException as error:
         client.close()

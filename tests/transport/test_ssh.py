@@ -258,3 +258,16 @@ def test_an_idle_sessions_transport_thread_wakes_once_a_second_and_still_ends(ss
         assert time.monotonic() - started < 0.9  # not a poll interval
     transport.join(timeout=ssh.IDLE_POLL_S + 2)
     assert not transport.is_alive()
+
+
+def test_it_prefers_aes_gcm_and_still_reaches_a_node_that_offers_only_aes_ctr(sshd):
+    """AES-GCM first (issue 17: less CPU a command than AES-CTR with its HMAC); a node whose
+    sshd offers only CTR ciphers negotiates one of those, as before."""
+    node = sshd("node")
+    with SSHConnection(target_of(node, "gpu-01")) as connection:
+        assert connection.client.get_transport().local_cipher == "aes128-gcm@openssh.com"
+        assert connection.run("echo ok", timeout=10).stdout == b"ok\n"
+    old = sshd("old", ciphers="aes256-ctr,aes128-ctr")
+    with SSHConnection(target_of(old, "gpu-02")) as connection:
+        assert connection.client.get_transport().local_cipher == "aes128-ctr"
+        assert connection.run("echo ok", timeout=10).stdout == b"ok\n"
