@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import paramiko
 
@@ -197,9 +198,12 @@ def _forward(client: paramiko.SSHClient, jump_label: str, host: str, port: int,
 PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
-def _transport(sock, **kwargs) -> paramiko.Transport:
-    """paramiko's Transport offering :data:`PREFERRED_CIPHERS` first."""
-    transport = paramiko.Transport(sock, **kwargs)
+def _transport(sock: Any, /, *, gss_kex: bool = False, gss_deleg_creds: bool = True,
+               disabled_algorithms: Any = None) -> paramiko.Transport:
+    """paramiko's Transport offering :data:`PREFERRED_CIPHERS` first (``SSHClient.connect``'s
+    ``transport_factory``: it passes the socket and ``disabled_algorithms``)."""
+    del gss_kex, gss_deleg_creds  # in the stubs' protocol only: paramiko 5 has no GSS-API
+    transport = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
     options = transport.get_security_options()
     offered = tuple(options.ciphers)
     options.ciphers = tuple(c for c in PREFERRED_CIPHERS if c in offered) + tuple(
