@@ -63,13 +63,19 @@ def _prepared(fields: tuple, obj: ProbeRun, add: bool) -> list:
     return values
 
 
-@cache
-def _insert_sql(vendor: str, returning: bool) -> tuple[str, tuple]:
+def _insert_into() -> tuple[str, tuple]:
+    """``INSERT INTO table (every column but the id)`` and those columns' fields."""
     quote = connection.ops.quote_name
     fields = tuple(f for f in _META.concrete_fields if not f.primary_key)
     columns = ", ".join(quote(f.column) for f in fields)
-    sql = (f"INSERT INTO {quote(_META.db_table)} ({columns}) "  # noqa: S608 # nosec B608: model names only
-           f"VALUES ({', '.join(['%s'] * len(fields))})")
+    return f"INSERT INTO {quote(_META.db_table)} ({columns})", fields  # noqa: S608 # nosec B608: model names only
+
+
+@cache
+def _insert_sql(vendor: str, returning: bool) -> tuple[str, tuple]:
+    quote = connection.ops.quote_name
+    insert, fields = _insert_into()
+    sql = f"{insert} VALUES ({', '.join(['%s'] * len(fields))})"
     if returning:
         sql += f" RETURNING {quote(_META.pk.column)}"
     return sql, fields
@@ -119,10 +125,9 @@ def _start_sql(vendor: str) -> tuple[str, tuple]:
     """The fenced start: the heartbeat (which reads the cancel request), then the run's insert
     unless it must not start (``NOT (cancelled AND refuse)``); answers (cancelled, new id)."""
     quote = connection.ops.quote_name
-    fields = tuple(f for f in _META.concrete_fields if not f.primary_key)
-    columns = ", ".join(quote(f.column) for f in fields)
+    insert, fields = _insert_into()
     sql = (f'WITH "lease" AS ({RENEW_SQL} AS "cancelled"), '  # noqa: S608 # nosec B608: model names only
-           f'"added" AS (INSERT INTO {quote(_META.db_table)} ({columns}) '
+           f'"added" AS ({insert} '
            f'SELECT {", ".join(["%s"] * len(fields))} FROM "lease" '
            f'WHERE NOT ("lease"."cancelled" AND %s) RETURNING {quote(_META.pk.column)}) '
            f'SELECT "lease"."cancelled", (SELECT {quote(_META.pk.column)} FROM "added") '

@@ -40,6 +40,7 @@ SCRIPT = textwrap.dedent('''
     from runners.models import GateRun, Measurement, NodeJob, ProbeRun
     from runners.parsers.base import MeasurementData
     from tests.runners.test_barrier import g3_run, g3_site
+    from tests.runners.test_ledger_writes import stored_probe_run, unsaved_probe_run
 
     assert connection.vendor == "postgresql"
     run = g3_run(g3_site(2))
@@ -48,15 +49,9 @@ SCRIPT = textwrap.dedent('''
     job.refresh_from_db()
 
     def made(node):
-        return ProbeRun(gate_run=run, node=node, probe="fio_seqread", parser="fio_json",
-                        parser_version="3", command="fio --name=x", parameters={"bs": "128k"},
-                        labels={"phase": "read"}, arm="gpu_kv", remote_token="pr-1-ab",
-                        started_at=datetime(2026, 12, 4, 15, 0, 1, 250000, tzinfo=UTC))
+        return unsaved_probe_run(run, node)
 
-    def stored(of):
-        row = ProbeRun.objects.filter(pk=of.pk).values().get()
-        row.pop("id")
-        return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
+    stored = stored_probe_run
 
     # The start: one statement, the row the ORM would store, the heartbeat written with it.
     by_orm, written = made(job.node), made(job.node)

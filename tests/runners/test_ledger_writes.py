@@ -128,6 +128,27 @@ def test_the_executors_measurements_write_stores_what_the_orm_insert_stores(db):
     assert intake.measurements_write(written, []) == 0
 
 
+def unsaved_probe_run(gate_run, node):
+    """A probe run with a value in every kind of column (JSON, text, datetime), not stored."""
+    from datetime import UTC, datetime
+
+    from runners.models import ProbeRun
+
+    return ProbeRun(gate_run=gate_run, node=node, probe="fio_seqread", parser="fio_json",
+                    parser_version="3", command="fio --name=x", parameters={"bs": "128k"},
+                    labels={"phase": "read"}, arm="gpu_kv", remote_token="pr-1-ab",
+                    started_at=datetime(2026, 12, 4, 15, 0, 1, 250000, tzinfo=UTC))
+
+
+def stored_probe_run(run) -> dict:
+    """``run``'s stored row without its id, bytes as bytes (to compare two rows)."""
+    from runners.models import ProbeRun
+
+    row = ProbeRun.objects.filter(pk=run.pk).values().get()
+    row.pop("id")
+    return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
+
+
 def test_the_executors_probe_run_writes_store_what_save_stores(db):
     """``runners.ledger``'s plain insert and update store every column as the ORM's
     ``save()`` does (JSON, bytes, datetimes, nulls), and an update of a row that is gone says
@@ -143,22 +164,11 @@ def test_the_executors_probe_run_writes_store_what_save_stores(db):
     run = g3_run(g3_site(1))
     node = run.node_jobs.get().node
 
-    def made() -> ProbeRun:
-        return ProbeRun(gate_run=run, node=node, probe="fio_seqread", parser="fio_json",
-                        parser_version="3", command="fio --name=x", parameters={"bs": "128k"},
-                        labels={"phase": "read"}, arm="gpu_kv", remote_token="pr-1-ab",
-                        started_at=datetime(2026, 12, 4, 15, 0, 1, 250000, tzinfo=UTC))
-
-    by_orm, written = made(), made()
+    by_orm, written = unsaved_probe_run(run, node), unsaved_probe_run(run, node)
     by_orm.save()
     ledger.probe_run_insert(written)
     assert written.pk is not None and written.pk != by_orm.pk
-
-    def stored(of: ProbeRun) -> dict:
-        row = ProbeRun.objects.filter(pk=of.pk).values().get()
-        row.pop("id")
-        return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
-
+    stored = stored_probe_run
     assert stored(written) == stored(by_orm)
     fields = ["exit_code", "finished_at", "state", "error", "tool_version", "progress",
               "stdout", "stdout_sha256", "stdout_size", "simulated", "labels"]
