@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.harness import service_env as base_env
+
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # PLATFORM.md gotcha 11
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,13 +43,6 @@ Gate.objects.filter(engagement=engagement, code__in=["G1", "G2", "G3"]).update(s
 user = User.objects.create_user("eng-erin", password=%r)
 Membership.objects.create(user=user, role="engineer")
 """
-
-
-def base_env(tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"))
-    return env
 
 
 def manage(env, *args, timeout=180):

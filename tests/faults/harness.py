@@ -98,16 +98,23 @@ def postgres_url():
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def service_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment for a ``manage.py`` or worker subprocess of its own: no
+    database, broker or settings of the caller's, its files under ``tmp_path / "var"``, then
+    ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), **extra)
+    return env
+
+
 class Site:
     """One service installation for a test: its environment, its database, its commands."""
 
     def __init__(self, tmp_path: Path, database_url: str, **extra: str) -> None:
         self.tmp_path = tmp_path
         self.database_url = database_url
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-        self.env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), DATABASE_URL=database_url,
-                        **extra)
+        self.env = service_env(tmp_path, DATABASE_URL=database_url, **extra)
         self.processes: list[subprocess.Popen] = []
 
     def manage(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:

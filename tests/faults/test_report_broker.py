@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.harness import service_env
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -88,10 +90,8 @@ def redis_url():
 
 def test_import_evidence_with_a_broker_decides_and_a_duplicate_evaluation_is_a_no_op(
         tmp_path, redis_url):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), CELERY_BROKER_URL=redis_url,
-               DJANGO_SETTINGS_MODULE="acceptance.settings")
+    env = service_env(tmp_path, CELERY_BROKER_URL=redis_url,
+                      DJANGO_SETTINGS_MODULE="acceptance.settings")
     assert python(env, "manage.py", "migrate", "-v", "0").returncode == 0
     up = python(env, "manage.py", "lab", "up", "--scenario", "missing-drive")
     assert up.returncode == 0, up.stderr

@@ -9,14 +9,13 @@ second asks while the first holds the engagement's lock)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import postgres_url  # noqa: F401 (fixture)
+from tests.faults.harness import postgres_url, service_env  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -52,10 +51,8 @@ call_command("issue_final_report", "acme-pg", "--by", sys.argv[1])
 
 def test_two_final_reports_issued_at_once_give_one_version_and_one_refusal(
         tmp_path, postgres_url):  # noqa: F811
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), DATABASE_URL=postgres_url,
-               DJANGO_SETTINGS_MODULE="acceptance.settings")
+    env = service_env(tmp_path, DATABASE_URL=postgres_url,
+                      DJANGO_SETTINGS_MODULE="acceptance.settings")
     migrate = subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT,
                              env=env, capture_output=True, text=True, timeout=300)
     assert migrate.returncode == 0, migrate.stderr

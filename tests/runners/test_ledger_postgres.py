@@ -9,7 +9,6 @@ The checks run in a subprocess on a fresh PostgreSQL database (TEST_POSTGRES_URL
 scripts/test; without it the test skips and says why), since the suite's own database is SQLite.
 """
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import postgres_url  # noqa: F401 (fixture)
+from tests.faults.harness import postgres_url, service_env  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -155,10 +154,8 @@ SCRIPT = textwrap.dedent('''
 
 def test_the_fenced_single_statement_writes_keep_the_fence_on_postgresql(
         tmp_path, postgres_url):  # noqa: F811
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), DATABASE_URL=postgres_url,
-               DJANGO_SETTINGS_MODULE="acceptance.settings")
+    env = service_env(tmp_path, DATABASE_URL=postgres_url,
+                      DJANGO_SETTINGS_MODULE="acceptance.settings")
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -18,16 +18,10 @@ from pathlib import Path
 import pytest
 
 from runners.live import OutputRecorder, output_read
+from tests.faults.harness import service_env as env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-def env_for(tmp_path, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), **extra)
-    return env
 
 
 def manage(env, *args, timeout=120):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.harness import postgres_url  # noqa: F401 (fixture)
+from tests.faults.harness import service_env as base_env
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -23,13 +24,6 @@ pytestmark = pytest.mark.slow
 def manage(env, *args, timeout=300):
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def base_env(tmp_path, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), **extra)
-    return env
 
 
 def report_path(stdout):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.harness import service_env as base_env
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -23,13 +25,6 @@ from runners.lab.services import lab_up
 engagement, _ = lab_up(scenario_name="soak-clean", overrides={"soak": {"seconds": %d}})
 Gate.objects.filter(engagement=engagement, code__in=["G1", "G2", "G3"]).update(state="passed")
 """
-
-
-def base_env(tmp_path, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(ACCEPTANCE_VAR_DIR=str(tmp_path / "var"), **extra)
-    return env
 
 
 def manage(env, *args, timeout=120):
