@@ -181,16 +181,25 @@ def report_context(decision: Decision, *, signoffs=(), version: int = 1, replace
 
 def final_report_decisions(engagement: Engagement) -> list[Decision]:
     """The latest decision of every decided gate, in gate order, when the engagement may have
-    its final report: every gate decided, or the engagement stopped at a gate. Raises
-    ReportRefused naming the undecided gates otherwise."""
-    decisions, undecided = [], []
+    its final report: every gate decided, or the engagement stopped at a gate. A gate re-opened
+    after its stop (``engagement_reopen``: the gate back to pending) has no decision until it
+    is decided again. Raises ReportRefused naming the undecided gates otherwise."""
+    decisions, undecided, reopened = [], [], []
     for gate in engagement.gates.order_by("order"):
         latest = _latest_decision(gate)
         if latest is None:
             undecided.append(gate.code)
+        elif latest.outcome == Decision.Outcome.STOPPED and gate.state != Gate.State.STOPPED:
+            reopened.append(gate.code)
         else:
             decisions.append(latest)
     stopped = any(d.outcome == Decision.Outcome.STOPPED for d in decisions)
+    if reopened and not stopped:
+        raise ReportRefused(
+            f"the final report needs a decision on every gate (or a stopped gate); "
+            f"{', '.join(reopened)} {'was' if len(reopened) == 1 else 'were'} re-opened after "
+            f"{'its' if len(reopened) == 1 else 'their'} stop and "
+            f"{'has' if len(reopened) == 1 else 'have'} no decision since")
     if undecided and not stopped:
         raise ReportRefused(
             f"the final report needs a decision on every gate (or a stopped gate); "

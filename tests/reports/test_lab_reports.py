@@ -132,6 +132,23 @@ def test_it_issues_a_final_report_of_an_engagement_stopped_at_g1(lab):
         pdftotext(Path(again.path), page=1))
 
 
+
+def test_a_gate_reopened_after_its_stop_has_no_decision_for_the_final_report(lab):
+    """The engagement stopped at G1 and was re-opened (G1 back to pending): G1's stopped
+    decision no longer decides the engagement, so the final report waits for a new one."""
+    from acceptance.services import engagement_reopen
+
+    engagement, _ = lab("missing-drive")
+    code, out, _ = run_gate(engagement.name, "G1")
+    assert code == 1
+    engagement.refresh_from_db()
+    engagement_reopen(engagement=engagement, actor="pm", reason="drive replaced")
+    engagement.refresh_from_db()
+    with pytest.raises(ReportRefused, match="G1 was re-opened after its stop and has no "
+                                            "decision since"):
+        final_report_issue(engagement=engagement, issued_by="pm")
+    assert not Report.objects.filter(engagement=engagement, kind="final").exists()
+
 def test_the_final_report_command_refuses_then_issues(lab):
     from io import StringIO
 
