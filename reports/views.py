@@ -166,10 +166,14 @@ def _verification(request, data: bytes, filename: str) -> dict:
     sha256 = hashlib.sha256(data).hexdigest()
     known = (_visible_reports(request.user).select_related("decision__gate__engagement")
              .filter(sha256=sha256).first())
+    # A file with no signature has nothing to be unchanged since, trusted or modified after:
+    # "no" there would read as a judgement of a signature that is not there.
+    unsigned = _("— (no signature)") if not result.signatures else ""
     return {
         "filename": filename, "verdict": verdict, "words": words,
-        "valid": _yes_no(result.valid), "intact": _yes_no(result.intact),
-        "trusted": _trust_words(result.intact, result.trusted), "signer": result.signer or "—",
+        "valid": _yes_no(result.valid), "intact": unsigned or _yes_no(result.intact),
+        "trusted": unsigned or _trust_words(result.intact, result.trusted),
+        "signer": result.signer or "—",
         "signed_at": date_format(result.signed_at.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
         if result.signed_at else "—",
         "summary": result.summary, "sha256": sha256,
@@ -183,7 +187,7 @@ def _verification(request, data: bytes, filename: str) -> dict:
             "party": _party_words(sig.party) if sig.intact else _("not judged"),
             "coverage": _("the whole document") if sig.whole_file else sig.later_changes,
         } for sig in result.signatures],
-        "modified": _yes_no(result.modified_after_signing),
+        "modified": unsigned or _yes_no(result.modified_after_signing),
         "evidence": result.evidence.summary if result.evidence is not None else "",
         "evidence_ok": bool(result.evidence is not None and result.evidence.ok),
         # a genuine file can still be a lab demonstration: said beside "Genuine", never hidden

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from io import BytesIO
 
 import pytest
@@ -70,6 +71,11 @@ def test_a_file_that_is_not_a_pdf_is_not_valid(client, customer_a):
     html = upload(client, customer_a, b"hello", "notes.txt").content.decode()
     assert "Not valid: no signature this service can check." in html
     assert "not a PDF file" in html
+    # no signature: nothing to call unchanged, trusted or modified after signing ("no" beside
+    # "no" read as a contradiction)
+    for row in ("Unchanged since signing", "Signer trusted", "Modified after signing"):
+        assert re.search(rf"<dt>{row}</dt><dd>— \(no signature\)</dd>", html), row
+    assert "not judged" not in html
 
 
 def test_it_names_a_report_of_this_service_the_user_may_see(client, customer_a, stopped_a,
