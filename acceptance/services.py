@@ -52,17 +52,17 @@ def node_fields_check(*, engagement: Engagement, name: str, role: str, address: 
     node.full_clean(exclude=["host_key", "host_key_fingerprint", "credential"])
 
 
-def _login_check(node: Node) -> None:
+def _login_check(node: Node, outcome: str = "not enrolled") -> None:
     """Log in with the node's credential over its pinned key and run ``true``."""
     try:
         with SSHConnection(node.ssh_target()) as connection:
             result = connection.run("true", timeout=30)
     except TransportError as error:
         raise EnrolmentRefused(f"{node.name}: the login check failed ({error.kind}): {error}; "
-                               f"not enrolled") from None
+                               f"{outcome}") from None
     if result.exit_code != 0:
         raise EnrolmentRefused(f"{node.name}: logged in, but 'true' exited {result.exit_code}; "
-                               f"not enrolled")
+                               f"{outcome}")
 
 
 @transaction.atomic
@@ -110,6 +110,60 @@ def node_enrol(*, engagement: Engagement, name: str, role: str, address: str, po
     )
     return node
 
+
+
+# A node job in these states holds a connection to its node (runners.models.NodeJob.ACTIVE;
+# the engagement domain does not import the dispatcher's models).
+_NODE_IN_USE_STATES = ("connecting", "running")
+
+
+@transaction.atomic
+def node_host_key_repin(*, node: Node, host_key: str, confirmed_fingerprint: str, actor: str,
+                        reason: str, verify_login: bool = True) -> Node:
+    """Pin ``host_key`` — the key ``node`` presents now — in place of its pinned key, when the
+    node legitimately changed it (re-installed, keys rotated): only if ``confirmed_fingerprint``
+    is its fingerprint as read on the node's console, with a reason, and (``verify_login``) its
+    credential logs in over the new key. The old and new fingerprints and the reason go into the
+    audit trail. Connections kept for the old key are never reused for the new one (the SSH
+    pool's key holds the pinned key).
+
+    Raises EnrolmentRefused, with nothing changed, when the reason is blank, the fingerprints
+    differ, the key is the one pinned already, a gate run is using the node, or the login check
+    fails."""
+    reason = (reason or "").strip()
+    node = Node.objects.select_for_update().select_related("engagement").get(pk=node.pk)
+    pinned = node.host_key_fingerprint
+    if not reason:
+        raise EnrolmentRefused(f"{node.name}: re-pinning its host key needs a reason (it is "
+                               f"recorded in the audit trail); the pinned key stays {pinned}")
+    presented = host_key_fingerprint(host_key)
+    key_type = host_key.split()[0]
+    confirmed = confirmed_fingerprint.strip()
+    if confirmed != presented:
+        raise EnrolmentRefused(
+            f"{node.name} ({node.address}:{node.port}) presents host key {presented} "
+            f"({key_type}), not the confirmed {confirmed or '(none given)'}: the pinned key stays "
+            f"{pinned}. Compare with 'ssh-keygen -lf' of the node's host key on its console; a "
+            "different key may mean another machine answers at that address.")
+    if presented == pinned:
+        raise EnrolmentRefused(f"{node.name} presents the pinned host key {pinned} already: "
+                               "nothing to re-pin")
+    if node.jobs.filter(state__in=_NODE_IN_USE_STATES).exists():
+        raise EnrolmentRefused(f"{node.name}: a gate run is using the node now; re-pin its host "
+                               f"key once the run has ended (the pinned key stays {pinned})")
+    node.host_key = host_key.strip()
+    if verify_login:
+        _login_check(node, outcome=f"the pinned key stays {pinned}")
+    node.full_clean()
+    node.save(update_fields=["host_key", "host_key_fingerprint"])
+    AuditEntry.objects.create(
+        engagement=node.engagement, actor=actor or "unknown", action="node host key re-pinned",
+        reason=reason,
+        details={"node": node.name, "address": node.address, "port": node.port,
+                 "old_fingerprint": pinned, "new_fingerprint": presented,
+                 "key_type": key_type},
+    )
+    return node
 
 def validation_text(error: ValidationError) -> str:
     """``field: message; field: message`` — for commands."""

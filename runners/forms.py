@@ -244,6 +244,38 @@ class NodeEnrolForm(forms.Form):
 # --- the lab ------------------------------------------------------------------------------------
 
 
+
+class NodeRepinForm(forms.Form):
+    """Re-pinning an enrolled node's host key: the key read in step one (signed), the
+    fingerprint read on the node's console and why the key changed."""
+
+    host_key_token = forms.CharField(widget=forms.HiddenInput)
+    fingerprint = NodeEnrolForm.base_fields["fingerprint"]
+    reason = forms.CharField(
+        label=_("Why the host key changed"), max_length=2000, strip=True,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("For example: node re-installed, host keys rotated (ticket). Recorded in the "
+                    "audit trail with your name, the old and the new fingerprint."),
+        error_messages={"required": _("Give a reason: it is recorded in the audit trail.")})
+
+    def __init__(self, *args, node: Node, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.node = node
+        self.step_one: dict | None = None
+
+    def clean_host_key_token(self) -> str:
+        token = self.cleaned_data["host_key_token"]
+        data = host_key_unsign(token, self.node.engagement)
+        jump = self.node.jump_host_id
+        if (data["address"], data["port"], data["jump_host"]) != (
+                self.node.address, self.node.port, jump):
+            raise forms.ValidationError(_("That host key was read for another node: read it "
+                                          "again (step 1)."))
+        self.step_one = data
+        return token
+
+    clean_fingerprint = NodeEnrolForm.clean_fingerprint
+
 class RerunForm(forms.Form):
     """Re-running a gate (every node) or one node of a finished attempt. A one-node re-run and
     a re-run of a passed gate need a reason; a passed gate also needs the confirmation box."""

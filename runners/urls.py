@@ -8,6 +8,8 @@ from runners import views
 urlpatterns = [
     path("engagements/<str:name>/nodes/", views.node_list, name="node-list"),
     path("engagements/<str:name>/nodes/register/", views.node_register, name="node-register"),
+    path("engagements/<str:name>/nodes/<str:node>/host-key/", views.node_repin,
+         name="node-repin"),
     path("engagements/<str:name>/gates/<str:code>/run/", views.gate_run_launch,
          name="gate-run-start"),
     path("engagements/<str:name>/gates/<str:code>/evidence/", views.gate_evidence,

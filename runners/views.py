@@ -31,7 +31,13 @@ from acceptance.data_texts import data_text
 from acceptance.models import Credential, Engagement, Node, host_key_fingerprint
 from acceptance.pages.words import ORIGIN_WORDS
 from acceptance.permissions import Role, engagement_for, has_role
-from acceptance.services import EnrolmentRefused, host_key_fetch, node_enrol, node_fields_check
+from acceptance.services import (
+    EnrolmentRefused,
+    host_key_fetch,
+    node_enrol,
+    node_fields_check,
+    node_host_key_repin,
+)
 from gates.models import Gate
 from gates.presentation import criterion_text
 from gates.services import GateRefused, gate_check_runnable
@@ -45,6 +51,7 @@ from runners.forms import (
     EvidenceUploadForm,
     NodeAddressForm,
     NodeEnrolForm,
+    NodeRepinForm,
     RerunForm,
     host_key_token,
     host_key_unsign,
@@ -92,7 +99,9 @@ def node_list(request, name: str):
          "where": f"{n.address}:{n.port}", "via": n.jump_host.name if n.jump_host else "",
          "user": n.ssh_user, "fingerprint": n.host_key_fingerprint,
          "key_type": n.host_key.split()[0] if n.host_key else "", "interface": n.interface,
-         "fio_target": n.fio_target, "sudo": n.use_sudo, "lab": n.is_lab}
+         "fio_target": n.fio_target, "sudo": n.use_sudo, "lab": n.is_lab,
+         "repin_url": reverse("node-repin", args=[engagement.name, n.name])
+         if is_engineer else ""}
         for n in engagement.nodes.select_related("jump_host").order_by("role", "name")
     ]
     gates = []
@@ -218,6 +227,65 @@ def node_register(request, name: str):
                           {**context, "step": 2, "form": enrol_form, "facts": facts})
     return render(request, "runners/node_register.html", {**context, "step": 1, "form": form})
 
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def node_repin(request, name: str, node: str):
+    """Re-pin an enrolled node's host key after a legitimate change (re-installed, keys
+    rotated), in two steps as registration: read the key the node presents now; then pin it
+    when the engineer confirms its fingerprint as read on the node's console and says why."""
+    _require_engineer(request.user)
+    engagement = engagement_for(request.user, name)
+    found = get_object_or_404(engagement.nodes.select_related("jump_host", "engagement"),
+                              name=node)
+    context = {"engagement": engagement, "engagement_url": engagement_url(engagement.name),
+               "node": found, "pinned": found.host_key_fingerprint,
+               "pinned_type": found.host_key.split()[0] if found.host_key else ""}
+    step = request.POST.get("step") if request.method == "POST" else None
+    if step == "repin":
+        form = NodeRepinForm(request.POST, node=found)
+        if form.is_valid():
+            try:
+                pinned = node_host_key_repin(
+                    node=found, host_key=form.step_one["host_key"],
+                    confirmed_fingerprint=form.cleaned_data["fingerprint"],
+                    actor=request.user.get_username(), reason=form.cleaned_data["reason"])
+            except EnrolmentRefused as refusal:
+                form.add_error(None, _("Refused, nothing was changed: %(reason)s")
+                               % {"reason": refusal})
+            else:
+                messages.success(request, _(
+                    "Re-pinned %(node)s: host key %(old)s replaced by %(new)s (recorded in the "
+                    "audit trail).") % {"node": pinned.name, "old": context["pinned"],
+                                        "new": pinned.host_key_fingerprint})
+                return redirect("node-list", name=engagement.name)
+        if form.step_one is None:  # the token itself was refused: read the key again
+            return render(request, "runners/node_repin.html", {
+                **context, "step": 1,
+                "step_error": " ".join(e for e in form.errors.get("host_key_token", []))})
+        return render(request, "runners/node_repin.html", {
+            **context, "step": 2, "form": form,
+            "facts": _step_one_facts(engagement, form.step_one)})
+    if step == "fetch":
+        try:
+            host_key = host_key_fetch(address=found.address, port=found.port,
+                                      via=found.jump_host, timeout=settings.SSH_CONNECT_TIMEOUT)
+        except TransportError as error:
+            return render(request, "runners/node_repin.html", {
+                **context, "step": 1,
+                "step_error": _("Cannot read the host key: %(reason)s") % {"reason": error}})
+        if host_key_fingerprint(host_key) == found.host_key_fingerprint:
+            return render(request, "runners/node_repin.html", {
+                **context, "step": 1,
+                "step_error": _("%(node)s presents the pinned host key: nothing to re-pin.")
+                % {"node": found.name}})
+        token = host_key_token(engagement=engagement, address=found.address, port=found.port,
+                               jump_host=found.jump_host, host_key=host_key)
+        return render(request, "runners/node_repin.html", {
+            **context, "step": 2,
+            "form": NodeRepinForm(initial={"host_key_token": token}, node=found),
+            "facts": _step_one_facts(engagement, host_key_unsign(token, engagement))})
+    return render(request, "runners/node_repin.html", {**context, "step": 1})
 
 # --- launching, watching, cancelling, re-running ------------------------------------------------
 

@@ -5,6 +5,7 @@ Nodes are real OpenSSH servers on 127.0.0.1 (``sshd`` and ``lab`` fixtures).
 """
 
 import io
+import re
 from datetime import date
 
 import pytest
@@ -208,6 +209,69 @@ def test_it_refuses_an_enrolled_node_whose_host_key_changed(lab, tmp_path):
     job = NodeJob.objects.get(gate_run__gate__engagement=engagement)
     assert job.error_kind == "host_key" and f"which is not the pinned key {old}" in job.error
 
+
+
+def test_a_host_key_that_changed_legitimately_is_re_pinned_once_confirmed(lab, tmp_path):
+    """The node was re-installed: its new key is pinned only with the console's fingerprint, a
+    reason and a login over it; every refusal changes nothing; then runs go through again."""
+    engagement, lab_server = lab("healthy")
+    old = host_key_fingerprint(lab_server.host_key)
+    node_add(engagement.name, "ctrl-01", lab_server, lab_key_file(lab_server, tmp_path), old)
+    node = Node.objects.get(engagement=engagement, name="ctrl-01")
+    authorised = (lab_server.directory / "authorized_keys").read_text().strip()
+    # Re-installed: a new host key, and (first) not yet the engineer's key authorised.
+    changed = server.server_start(lab_server.directory, scenario=scenario("healthy"))
+    Node.objects.filter(engagement=engagement).update(port=changed.port)  # lab: a new port
+    new = host_key_fingerprint(changed.host_key)
+
+    def repin(fingerprint, reason="node re-installed (ticket 4711)"):
+        return command("node_repin", engagement.name, "ctrl-01", "--fingerprint", fingerprint,
+                       "--reason", reason, "--actor", "eng-bob")
+
+    def unchanged():
+        node.refresh_from_db()
+        assert node.host_key_fingerprint == old
+        assert not AuditEntry.objects.filter(action="node host key re-pinned").exists()
+
+    stranger = host_key_fingerprint(server.keypair()[1])
+    for fingerprint, reason, words in [
+            (stranger, "re-installed", f"presents host key {new} (ssh-ed25519), not the "
+                                       f"confirmed {stranger}: the pinned key stays {old}"),
+            (new, "   ", "--reason is blank"),
+            (new, "re-installed", "the login check failed (authentication)")]:
+        with pytest.raises(CommandError) as refused:
+            repin(fingerprint, reason)
+        assert words in str(refused.value), str(refused.value)
+        unchanged()
+    with pytest.raises(CommandError, match="no node named 'gpu-09' \\(its nodes: "):
+        command("node_repin", engagement.name, "gpu-09", "--fingerprint", new, "--reason", "x")
+
+    # The engineer's key authorised again on the re-installed node: re-pinned, audited; not
+    # while a gate run is using the node.
+    changed = server.server_start(lab_server.directory, scenario=scenario("healthy"),
+                                  client_key=(lab_server.client_private_key, authorised))
+    Node.objects.filter(engagement=engagement).update(port=changed.port)
+    new = host_key_fingerprint(changed.host_key)
+    run = GateRun.objects.create(gate=engagement.gates.get(code="G1"), attempt=1,
+                                 started_by="eng-bob", state="running")
+    job = NodeJob.objects.create(gate_run=run, node=node, state="running")
+    with pytest.raises(CommandError, match="a gate run is using the node now"):
+        repin(new)
+    unchanged()
+    NodeJob.objects.filter(pk=job.pk).update(state="done")
+    out = repin(new)
+    assert out == (f"re-pinned ctrl-01 (127.0.0.1:{changed.port}): host key {old} -> "
+                   f"{new} (ssh-ed25519)\n")
+    node.refresh_from_db()
+    assert node.host_key == changed.host_key.strip() and node.host_key_fingerprint == new
+    entry = AuditEntry.objects.get(engagement=engagement, action="node host key re-pinned")
+    assert (entry.actor, entry.reason) == ("eng-bob", "node re-installed (ticket 4711)")
+    assert (entry.details["old_fingerprint"], entry.details["new_fingerprint"]) == (old, new)
+    with pytest.raises(CommandError, match=re.escape(f"presents the pinned host key {new} "
+                                                     "already")):
+        repin(new)
+    with SSHConnection(node.ssh_target()) as connection:  # the new pin connects
+        assert connection.run("echo pinned", timeout=20).stdout == b"pinned\n"
 
 def test_it_runs_a_gate_through_a_bastion_enrolled_first(lab, sshd, tmp_path):
     engagement, lab_server = lab("healthy")

@@ -170,3 +170,59 @@ def test_an_unreachable_node_is_a_clear_error(engagement, people):
                                {"step": "fetch", "address": "no spaces!", "port": 70000})
     assert b"a host name or IP address" in bad.content
     assert b"Ensure this value is less than or equal to 65535" in bad.content
+
+
+def test_a_changed_host_key_is_re_pinned_from_the_nodes_page_once_confirmed(
+        engagement, node_server, people):
+    """The node was re-installed: the page shows both fingerprints, refuses a fingerprint that
+    is not the one presented and a blank reason (nothing changed), then pins the new key with
+    the reason in the audit trail. A customer may not re-pin."""
+    crew = people("ACME")
+    engineer = crew.engineer
+    presented = host_key_fingerprint(node_server.host_key)
+    _html, token = read_host_key(engineer.client, engagement, node_server)
+    assert enrol(engineer.client, engagement, token, presented, node_server.client_private_key,
+                 user=node_server.user).status_code == 302
+    authorised = (node_server.directory / "authorized_keys").read_text().strip()
+    changed = server.server_start(node_server.directory, scenario=scenario("healthy"),
+                                  client_key=(node_server.client_private_key, authorised))
+    Node.objects.filter(engagement=engagement).update(port=changed.port)  # lab: a new port
+    new = host_key_fingerprint(changed.host_key)
+    url = reverse("node-repin", args=[engagement.name, "gpu-01"])
+
+    listing = engineer.client.get(reverse("node-list", args=[engagement.name])).content.decode()
+    assert f'href="{url}"' in listing
+    assert crew.customer.client.get(url).status_code == 403
+    page = engineer.client.get(url).content.decode()
+    assert f'id="pinned-fingerprint">{presented}' in page
+    html = engineer.client.post(url, {"step": "fetch"}).content.decode()
+    assert f'id="presented-fingerprint">{new}' in html
+    token = re.search(r'name="host_key_token" value="([^"]+)"', html).group(1)
+
+    def repin(fingerprint, reason):
+        return engineer.client.post(url, {"step": "repin", "host_key_token": token,
+                                          "fingerprint": fingerprint, "reason": reason})
+
+    stranger = host_key_fingerprint(server.keypair()[1])
+    refused = repin(stranger, "re-installed").content.decode()
+    assert "Refused, nothing was changed" in refused and f"not the confirmed {stranger}" in refused
+    assert "Give a reason: it is recorded in the audit trail." in repin(new, " ").content.decode()
+    forged = engineer.client.post(url, {"step": "repin", "host_key_token": token + "x",
+                                        "fingerprint": new, "reason": "x"}).content.decode()
+    assert "The host key shown was not read by this service" in forged
+    assert Node.objects.get(name="gpu-01").host_key_fingerprint == presented
+    assert not AuditEntry.objects.filter(action="node host key re-pinned").exists()
+
+    response = repin(f"256 {new} root@gpu-01 (ED25519)", "re-installed (ticket 4711)")
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "node-list", args=[engagement.name])
+    assert Node.objects.get(name="gpu-01").host_key_fingerprint == new
+    entry = AuditEntry.objects.get(action="node host key re-pinned")
+    assert (entry.actor, entry.reason, entry.details["old_fingerprint"],
+            entry.details["new_fingerprint"]) == ("eng-erin", "re-installed (ticket 4711)",
+                                                   presented, new)
+    listing = engineer.client.get(response["Location"]).content.decode()
+    assert f"Re-pinned gpu-01: host key {presented} replaced by {new}" in listing
+    # Read again now: the node presents the pinned key, nothing to re-pin.
+    again = engineer.client.post(url, {"step": "fetch"}).content.decode()
+    assert "presents the pinned host key: nothing to re-pin." in again

@@ -65,6 +65,10 @@ def requests(site):
         ("node-register", reverse("node-register", args=[name]), "get", None, False, 200),
         ("node-register", reverse("node-register", args=[name]), "post",
          {"step": "fetch", "address": "127.0.0.1", "port": closed_port}, False, 200),
+        ("node-repin", reverse("node-repin", args=[name, node.name]), "get", None, False, 200),
+        # nothing listens on the node's port: the page says the key cannot be read
+        ("node-repin", reverse("node-repin", args=[name, node.name]), "post",
+         {"step": "fetch"}, False, 200),
         ("gate-run-start", reverse("gate-run-start", args=[name, "G2"]), "get", None, False,
          200),
         # G1 has not passed: refused (with a message), nothing created.
