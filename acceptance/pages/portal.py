@@ -1,7 +1,7 @@
 """The customer portal: each engagement a customer's organisation has, in plain words — its
 timeline, each gate's standing in one sentence, and the signed reports to download: of each
 report series (a gate decision's report, the final report) the latest version, saying which
-version it is and where its sign-off stands ("version 2 of 2, countersigned by both parties
+version it is and where its sign-off stands ("version 2 of 2, signed off by both parties
 on …")."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class PortalReport:
     url: str
     simulated: bool
     version: int = 1
-    version_text: str = ""  # "version 2 of 2, countersigned by both parties on 2026-12-02"
+    version_text: str = ""  # "version 2 of 2, signed off by both parties on 2026-12-02"
 
 
 @dataclass
@@ -71,7 +71,7 @@ def version_text(latest: Report, total: int, parties: set[str]) -> str:
     if latest.origin == Report.Origin.COUNTERSIGNED:
         return _("version %(n)s of %(total)s, countersigned by the customer on %(date)s") % where
     if latest.signoff_complete:
-        return _("version %(n)s of %(total)s, countersigned by both parties on %(date)s") % where
+        return _("version %(n)s of %(total)s, signed off by both parties on %(date)s") % where
     if SignOff.Party.VENDOR in parties:
         return _("version %(n)s of %(total)s, signed off by the vendor; awaiting the "
                  "customer's sign-off") % where

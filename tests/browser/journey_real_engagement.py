@@ -311,7 +311,7 @@ def test_a_real_engagement_from_an_empty_database_to_a_signed_g1_report(
     customer.goto(f"{url}/portal/")
     portal_text = customer.inner_text("main")
     shot(customer, "portal")
-    assert "version 2 of 2, countersigned by both parties" in portal_text, portal_text
+    assert "version 2 of 2, signed off by both parties" in portal_text, portal_text
     assert customer.locator(f"a[href='/reports/{second.id}/download/']").count()
     assert customer.goto(f"{url}/engagements/acme-prod/").status == 200
 

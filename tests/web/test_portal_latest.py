@@ -1,6 +1,6 @@
 """The portal serves each gate's latest report version and says which it is: version 1
 "awaiting sign-off", then — once the vendor's project manager and the customer have both
-signed off — version 2 "countersigned by both parties" (real WeasyPrint and pyHanko)."""
+signed off — version 2 "signed off by both parties" (real WeasyPrint and pyHanko)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_after_both_sign_offs_the_portal_serves_version_2(client, pm, customer_a
     v2_url = reverse("report-download", args=[second.id])
     assert v2_url in html
     assert reverse("report-download", args=[g1_report.id]) not in html
-    assert f"version 2 of 2, countersigned by both parties on {minute(second.signed_at)}" in html
+    assert f"version 2 of 2, signed off by both parties on {minute(second.signed_at)}" in html
     assert "awaiting sign-off" not in html and "Download PDF (v2)" in html
 
     response = client.get(v2_url)  # the link the portal gives is the signed version 2
