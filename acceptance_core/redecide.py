@@ -21,7 +21,7 @@ from acceptance_core.compare import CannotCheck as CannotCheck  # the refusal ca
 from acceptance_core.compare import compare, same
 from acceptance_core.soak import soak_samples
 from gates import derivations, evaluation
-from runners.parsers import PARSERS, ParseError
+from runners.parsers import PARSERS, ParseError, parse_output
 
 #: summary.json's ``schema_version`` from which every gate carries its basis ("redecide").
 SCHEMA_VERSION = 2
@@ -119,7 +119,7 @@ def _samples(gate: str, basis: dict[str, Any], outputs: dict[str, bytes],
                 f"installed one is {parser.PARSER_VERSION}: its results are shown against the "
                 f"recorded ones")
         try:
-            parsed = parser.parse(raw)
+            parsed = parse_output(run["parser"], raw)
         except ParseError as e:
             if recorded:
                 result.differences.append(f"{what}: the raw output no longer parses: {e}")

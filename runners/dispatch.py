@@ -26,6 +26,7 @@ from runners.barrier import barrier_capacity_check
 from runners.doorbell import BrokerUnavailable, ring, rings_in_process
 from runners.live import cancel_requested
 from runners.models import GateRun, NodeJob, ProbeRun
+from runners.outputs import OutputsUnwritable
 from runners.parsers import PARSERS
 
 SERVICE_VERSION = "acceptance-service 0.1.0"
@@ -51,7 +52,12 @@ def service_probe_run(*, gate_run: GateRun, probe_name: str) -> None:
         command="snapshot of the bill-of-materials checklist", tool_version=SERVICE_VERSION,
         exit_code=0, started_at=now, finished_at=now,
     )
-    intake.raw_output_keep(run, stdout=raw, stderr=b"", simulated=False)
+    try:
+        intake.raw_output_keep(run, stdout=raw, stderr=b"", simulated=False)
+    except OutputsUnwritable as error:  # a full disk: no run starts that could not be recorded
+        raise GateRefused(_("%(gate)s: the bill-of-materials snapshot could not be stored: "
+                            "%(error)s; nothing was started.") % {
+            "gate": gate_run.gate.code, "error": error}) from None
     run.save()
     intake.raw_output_parse(run)
 

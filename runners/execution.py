@@ -17,6 +17,7 @@ import secrets
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NoReturn
 
 from django.conf import settings
 from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
@@ -32,6 +33,7 @@ from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
 from runners.doorbell import BrokerUnavailable
 from runners.lease import (
     LeaseLost,
+    connection_lost,
     db_retry,
     first_line,
     held,
@@ -41,6 +43,7 @@ from runners.lease import (
 )
 from runners.live import OutputRecorder, cancel_requested, heartbeat
 from runners.models import GateRun, Measurement, NodeJob, ProbeRun
+from runners.outputs import OutputsUnwritable
 from runners.parsers import PARSERS
 from runners.parsers.base import MeasurementData
 from runners.plans import PlanError, node_steps
@@ -132,7 +135,10 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
     one lease check, one row update and one insert. A parser that breaks unexpectedly still
     leaves the result saved (state ``parsing``, the raw output indexed) before its error goes
     on."""
-    _fold_output(run, recorder)  # files only: done once, whatever the database does
+    try:
+        _fold_output(run, recorder)  # files only: done once, whatever the database does
+    except OutputsUnwritable as error:
+        _output_lost(ctx, run, recorder, fields, error)
     rows: list[MeasurementData] = []
     if parse:
         try:
@@ -142,6 +148,23 @@ def _settle(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder,
             _save(ctx, run, fields, [])
             raise
     _save(ctx, run, fields, rows)
+
+
+def _output_lost(ctx: _JobContext, run: ProbeRun, recorder: OutputRecorder | None,
+                 fields: list[str], error: OutputsUnwritable, said: str = "") -> NoReturn:
+    """The outputs directory refused the run's output (full disk): its live files are removed,
+    the run is saved failed with kind ``storage`` (what happened before, if anything, kept in
+    its error) and the job ends: no later probe could be recorded either."""
+    if recorder is not None:
+        recorder.discard()
+    before = f"; before that: {run.error}" if run.error else ""
+    remote = f"; remote process group: {said}" if said else ""
+    run.state, run.error_kind = ProbeRun.State.FAILED, "storage"
+    run.error = f"{error}{remote}{before}"
+    run.finished_at = run.finished_at or timezone.now()
+    run.progress = recorder.progress if recorder is not None else None
+    _save(ctx, run, fields, [])
+    raise error
 
 
 def _save(ctx: _JobContext, run: ProbeRun, fields: list[str],
@@ -213,12 +236,16 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
     if ledger.probe_run_start(run, job, refuse_if_cancelled=cancellable) and cancellable:
         raise CommandCancelled("cancelled before the next probe")
     sent = spec.command(values, sudo=node.use_sudo, timeout_s=override, token=run.remote_token)
-    recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
     seconds = (override or spec.timeout_s) + 15
     fields = ["exit_code", "finished_at", "state", "error_kind", "error", "tool_version",
               "progress", *intake.OUTPUT_FIELDS]
     if spec.clock:
         fields.append("labels")
+    try:
+        recorder = OutputRecorder(run, job, spec.progress, cancellable=cancellable)
+    except OutputsUnwritable as error:  # before anything was sent to the node
+        run.tool_version = version.result()
+        _output_lost(ctx, run, None, fields, error)
     sent_at = time.time()
     try:
         result = ctx.connection.run(sent, timeout=seconds, on_output=recorder.on_output,
@@ -236,6 +263,10 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
                      f"group: {said}")
         _settle(ctx, run, recorder, fields)
         return run
+    except OutputsUnwritable as error:
+        said = _kill_remote(ctx, run)  # it would run on unrecorded
+        run.tool_version = version.result()
+        _output_lost(ctx, run, recorder, fields, error, said)
     except DatabaseError as error:
         # The ledger's connection dropped while output was stored: the command is killed on
         # the node (it would run on unrecorded), then the run is settled once reconnected.
@@ -243,8 +274,10 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
         run.finished_at = timezone.now()
         run.tool_version = version.result()
         run.state, run.error_kind = ProbeRun.State.FAILED, "database"
-        run.error = (f"the database connection was lost during the probe ({first_line(error)});"
-                     f" remote process group: {said}")
+        lost = ("the database connection was lost" if connection_lost(error) else
+                "the database refused a write")
+        run.error = (f"{lost} during the probe ({first_line(error)}); remote process group: "
+                     f"{said}")
         _settle(ctx, run, recorder, fields)
         raise DatabaseLost(f"{node.name}: {spec.name}: {run.error}") from None
     except TransportError as error:
@@ -388,11 +421,16 @@ def node_job_execute(*, node_job_id: int) -> None:
     except TransportError as error:
         state = NodeJob.State.TIMED_OUT if error.kind == "timeout" else NodeJob.State.FAILED
         job.state, job.error_kind, job.error = state, error.kind, str(error)
+    except OutputsUnwritable as error:
+        job.state, job.error_kind = NodeJob.State.FAILED, "storage"
+        job.error = f"{job.node.name}: {error}"
     except DatabaseLost as error:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "database", str(error)
     except DatabaseError as error:  # between probes: nothing of the node was left running
         job.state, job.error_kind = NodeJob.State.FAILED, "database"
-        job.error = f"the database connection was lost: {first_line(error)}"
+        job.error = (f"the database connection was lost: {first_line(error)}"
+                     if connection_lost(error) else
+                     f"the database refused a write: {first_line(error)}")
     except Exception as error:  # recorded, never swallowed silently: the run becomes an error
         logger.exception("node job %s failed", node_job_id)
         job.state, job.error_kind = NodeJob.State.FAILED, "internal"
@@ -404,11 +442,30 @@ def node_job_execute(*, node_job_id: int) -> None:
                        "not written", job.id, job.state)
         return
     logger.info("node job %s ended %s", job.id, job.state)
+    if job.state != NodeJob.State.DONE:
+        db_retry(lambda: _probe_runs_close(job), what=f"node job {job.id}")
     try:
         node_jobs_dispatch(gate_run_id=gate_run.id)
     except BrokerUnavailable as error:  # the periodic sweep sends them once it answers
         logger.warning("next node jobs of gate run %s not sent: %s", gate_run.id, error)
     gate_run_finish_if_complete(gate_run_id=gate_run.id)
+
+
+def _probe_runs_close(job: NodeJob) -> int:
+    """A job that ended without finishing leaves none of its probe runs running: one whose
+    result could not be stored (the database refused it, the job broke between its start and
+    its result) ends failed with the job's kind and words. Its remote command was killed or had
+    ended (the job's own error paths kill it); its live output files stay unindexed, as a lost
+    job's do."""
+    return ProbeRun.objects.filter(
+        gate_run_id=job.gate_run_id, node_id=job.node_id,
+        state__in=[ProbeRun.State.RUNNING, ProbeRun.State.PARSING],
+    ).update(state=ProbeRun.State.FAILED,
+             error_kind=job.error_kind if job.error_kind in ProbeRun.ErrorKind.values
+             else ProbeRun.ErrorKind.INTERNAL,
+             finished_at=job.finished_at,
+             error=(f"the node job ended ({job.error_kind}) before this probe's result was "
+                    f"stored: {job.error}").replace("\x00", "\ufffd")[:4000])
 
 
 def _track_cleanup(pending: dict, spec: Probe, values: dict, run: ProbeRun) -> None:

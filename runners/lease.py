@@ -26,9 +26,8 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
+from django.db import InterfaceError, OperationalError, transaction
 from django.db import connection as db_connection
-from django.db import transaction
 from django.utils import timezone
 
 from runners.models import NodeJob
@@ -106,8 +105,9 @@ _SETTLE_SQL = (
 def job_settle(job: NodeJob) -> bool:
     """Write the job's end (state, error kind, error, finished at) if it is still ours."""
     finished = db_connection.ops.adapt_datetimefield_value(job.finished_at)
+    error = job.error.replace("\x00", "\ufffd")  # a node's words; PostgreSQL holds no NUL
     with db_connection.cursor() as cursor:
-        cursor.execute(_SETTLE_SQL, [str(job.state), job.error_kind, job.error, finished,
+        cursor.execute(_SETTLE_SQL, [str(job.state), job.error_kind, error, finished,
                                      job.id, job.lease, *map(str, NodeJob.ACTIVE)])
         return cursor.rowcount == 1
 
@@ -140,15 +140,27 @@ def held(job: NodeJob) -> Iterator[bool]:
         yield _renew(job)  # the row stays locked by this update until the block commits
 
 
+# The faults of the connection itself (lost, refused, the server restarting, SQLite locked):
+# worth reconnecting and writing again. Any other database error (data the database refuses,
+# a constraint) would fail the same way again: it is raised at once.
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether ``error`` is the database connection failing, not the database refusing data."""
+    return isinstance(error, CONNECTION_ERRORS)
+
+
 def db_retry(write: Callable[[], T], *, what: str) -> T:
     """Run ``write`` (a top-level ledger write, not inside a transaction), reconnecting and
     trying again while the database connection is lost, for up to ``RUNS_DB_RETRY_SECONDS``
-    (then the last error is raised: the sweep settles the job once the database is back)."""
+    (then the last error is raised: the sweep settles the job once the database is back).
+    An error that is not the connection's (:data:`CONNECTION_ERRORS`) is raised at once."""
     deadline = time.monotonic() + settings.RUNS_DB_RETRY_SECONDS
     while True:
         try:
             return write()
-        except DatabaseError as error:
+        except CONNECTION_ERRORS as error:
             if time.monotonic() >= deadline:
                 raise
             logger.warning("%s: database connection lost (%s); reconnecting", what,

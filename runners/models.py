@@ -184,7 +184,9 @@ class ProbeRun(models.Model):
         CANCELLED = "cancelled"
         LOST = "lost", "lost (the worker running it stopped)"
         OUTPUT_CAP = "output_cap", "output larger than the stored cap"
-        DATABASE = "database", "the database connection was lost"
+        DATABASE = "database", "the database connection was lost or it refused a write"
+        STORAGE = "storage", "the raw output could not be written (outputs directory)"
+        INTERNAL = "internal", "the service failed (its log has the traceback)"
 
     gate_run = models.ForeignKey(GateRun, on_delete=models.CASCADE, related_name="probe_runs")
     node = models.ForeignKey(

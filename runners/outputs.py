@@ -57,6 +57,15 @@ def live_path(run_id: int, stream: str) -> Path:
     return Path(settings.OUTPUTS_DIR) / LIVE_DIRNAME / f"{run_id}.{stream}"
 
 
+class OutputsUnwritable(Exception):
+    """A raw output could not be written to the outputs directory (full, read-only, gone):
+    nothing more can be recorded there, so the probe and its job fail with kind ``storage``."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(f"the raw output could not be written under {settings.OUTPUTS_DIR} "
+                         f"({error.strerror or error}): nothing of it is kept")
+
+
 @dataclass(frozen=True)
 class StoredOutput:
     name: str  # relative to the outputs directory
@@ -75,12 +84,15 @@ class StreamFile:
         self.hasher = hashlib.sha256()
         self.tail_keep, self.tail = tail, bytearray()
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-        try:  # the directory is there but for the first file (issue 17: a mkdir per stream)
-            fd = os.open(path, flags, PRIVATE_FILE)
-        except FileNotFoundError:
-            private_dir(path.parent)
-            fd = os.open(path, flags, PRIVATE_FILE)
-        os.fchmod(fd, PRIVATE_FILE)
+        try:
+            try:  # the directory is there but for the first file (issue 17: a mkdir per stream)
+                fd = os.open(path, flags, PRIVATE_FILE)
+            except FileNotFoundError:
+                private_dir(path.parent)
+                fd = os.open(path, flags, PRIVATE_FILE)
+            os.fchmod(fd, PRIVATE_FILE)
+        except OSError as error:
+            raise OutputsUnwritable(error) from error
         self.handle: IO[bytes] | None = os.fdopen(fd, "wb")
 
     def write(self, data: bytes) -> bool:
@@ -91,7 +103,10 @@ class StreamFile:
             data = data[:max(room, 0)]
         if data:
             assert self.handle is not None
-            self.handle.write(data)
+            try:
+                self.handle.write(data)
+            except OSError as error:
+                raise OutputsUnwritable(error) from error
             self.hasher.update(data)
             self.size += len(data)
             if self.tail_keep:
@@ -101,29 +116,40 @@ class StreamFile:
 
     def flush(self) -> None:
         if self.handle is not None:
-            self.handle.flush()
+            try:
+                self.handle.flush()
+            except OSError as error:
+                raise OutputsUnwritable(error) from error
 
     def finish(self) -> StoredOutput:
-        """Close and rename to the content's sha256 name (content already there: kept once)."""
-        if self.handle is not None:
-            self.handle.flush()
-            if self.size:  # an empty stream has no bytes to make durable (issue 17: CPU)
-                os.fsync(self.handle.fileno())
-            self.handle.close()
-            self.handle = None
-        digest = self.hasher.hexdigest()
-        name = file_name(digest)
-        target = os.path.join(settings.OUTPUTS_DIR, name)  # a str: no pathlib per probe
+        """Close and rename to the content's sha256 name (content already there: kept once).
+        OutputsUnwritable when the bytes cannot be made durable there (the caller discards)."""
         try:
-            os.replace(self.path, target)
-        except FileNotFoundError:  # the first file of its two-hex-digit directory
-            private_dir(Path(target).parent)
-            os.replace(self.path, target)
+            if self.handle is not None:
+                self.handle.flush()
+                if self.size:  # an empty stream has no bytes to make durable (issue 17: CPU)
+                    os.fsync(self.handle.fileno())
+                self.handle.close()
+                self.handle = None
+            digest = self.hasher.hexdigest()
+            name = file_name(digest)
+            target = os.path.join(settings.OUTPUTS_DIR, name)  # a str: no pathlib per probe
+            try:
+                os.replace(self.path, target)
+            except FileNotFoundError:  # the first file of its two-hex-digit directory
+                private_dir(Path(target).parent)
+                os.replace(self.path, target)
+        except OSError as error:
+            raise OutputsUnwritable(error) from error
         return StoredOutput(name, digest, self.size, self.capped)
 
     def discard(self) -> None:
+        """Close and remove the live file (nothing of it kept); never raises for the disk."""
         if self.handle is not None:
-            self.handle.close()
+            try:
+                self.handle.close()
+            except OSError:
+                pass  # the buffered bytes that could not be written are dropped with the file
             self.handle = None
         self.path.unlink(missing_ok=True)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from runners.parsers import PARSERS
+from runners.parsers import PARSERS, parse_output
 from runners.parsers.base import ParseError
 
 
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         except OSError as error:
             self.fail(f"error: cannot read {file}: {error.strerror or error}")
         try:
-            measurements = parser.parse(raw)
+            measurements = parse_output(tool, raw)
         except ParseError as error:
             self.fail(str(error))
         if as_json:
