@@ -522,7 +522,13 @@ def host_key_presented(host: str, port: int, *, via: SSHTarget | None = None,
             transport.start_client(timeout=timeout)
         except (paramiko.SSHException, OSError, EOFError) as error:
             raise Unreachable(f"{where}: no SSH host key: {error}") from None
-        key = transport.get_remote_server_key()
+        try:
+            key = transport.get_remote_server_key()
+        except paramiko.SSHException:
+            # paramiko's start_client returns when its timeout passes, key exchange unfinished
+            raise Unreachable(f"{where}: no SSH host key within {timeout:g} s: the port "
+                              f"accepted the connection but no SSH server completed the key "
+                              f"exchange") from None
         return f"{key.get_name()} {key.get_base64()}"
     finally:
         if transport is not None:

@@ -53,6 +53,10 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
 
     def handle(self, *args, address, port, via, engagement, timeout, **options):
+        if not 1 <= port <= 65535:
+            raise CommandError(f"--port {port}: a TCP port is 1 … 65535")
+        if not 0 < timeout <= 600:
+            raise CommandError(f"--timeout {timeout:g}: give 0 < seconds <= 600")
         jump = via_node(via, engagement) if via else None
         try:
             line = host_key_fetch(address=address, port=port, via=jump, timeout=timeout)

@@ -14,6 +14,8 @@ from django.core.management.base import BaseCommand
 from runners.live import output_read
 from runners.models import GateRun, ProbeRun
 
+OFFSET_MAX = 2**63 - 1  # a file offset is a signed 64-bit integer (as the API's)
+
 
 class Command(BaseCommand):
     help = "Print (and follow) a probe run's live output from a byte offset."
@@ -27,8 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=0.5)
 
     def handle(self, *args, probe_run, gate_run, stream, offset, follow, interval, **options):
-        if offset < 0:
-            self.stderr.write("error: --offset must be >= 0")
+        if not 0 <= offset <= OFFSET_MAX:
+            self.stderr.write(f"error: --offset must be 0 … {OFFSET_MAX} (a byte offset)")
             sys.exit(2)
         if gate_run is not None:
             if not GateRun.objects.filter(id=gate_run).exists():
