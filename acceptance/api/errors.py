@@ -1,9 +1,10 @@
 """HTTP answers of the REST API that DRF does not have, shared by every app's API module."""
 
+from django.db import DataError
 from django.db import Error as DatabaseError  # any driver fault: also InterfaceError
 from django.db import connection as db_connection
 from rest_framework import status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from runners.doorbell import BrokerUnavailable
@@ -31,6 +32,10 @@ def exception_handler(exc, context):
     line of reason on every endpoint (never a 500 with a traceback)."""
     if isinstance(exc, BrokerUnavailable):
         exc = ServiceUnavailable(f"refused: {exc}")
+    elif isinstance(exc, DataError):  # a value of the request the database cannot hold
+        text = str(exc).strip().splitlines() or [type(exc).__name__]
+        exc = ValidationError({"detail": f"the database refused a value of this request "
+                                         f"({text[0]})"})
     elif isinstance(exc, DatabaseError):
         db_connection.close()  # the next request reconnects
         text = str(exc).strip().splitlines() or [type(exc).__name__]

@@ -13,7 +13,7 @@ second, and a forged position reached the database: a 500 or a 503).
 """
 
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import CursorPagination, LimitOffsetPagination
 
 # Ids are 64-bit signed integers in every database we use.
 ID_MIN, ID_MAX = -(2**63), 2**63 - 1
@@ -52,3 +52,35 @@ class LedgerCursorPagination(CursorPagination):
             if position is None or not ID_MIN <= position <= ID_MAX:
                 raise ValidationError({self.cursor_query_param: CURSOR_REFUSED})
         return cursor
+
+
+def _whole_number(request, name: str, low: int, high: int) -> int | None:
+    """The query parameter ``name`` as a whole number ``low`` … ``high`` (None when absent);
+    400 naming it otherwise."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise ValidationError({name: f"expected a whole number {low} … {high}, not {raw!r}"})
+    return value
+
+
+class LedgerLimitOffsetPagination(LimitOffsetPagination):
+    """The other lists (engagements, gate runs, probe runs, decisions, reports): ``?limit=`` is
+    1 … ``max_limit`` and ``?offset=`` 0 … 2^63 − 1; anything else is a 400 naming the
+    parameter (DRF ignored a bad one, and a 20-digit limit reached the database as a 503)."""
+
+    default_limit = 100
+    max_limit = 1000
+
+    def get_limit(self, request) -> int:
+        limit = _whole_number(request, self.limit_query_param, 1, ID_MAX)
+        return self.default_limit if limit is None else min(limit, self.max_limit)
+
+    def get_offset(self, request) -> int:
+        offset = _whole_number(request, self.offset_query_param, 0, ID_MAX)
+        return 0 if offset is None else offset
