@@ -125,11 +125,13 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
     lines = []
     for job in NodeJob.objects.select_related("node__credential").filter(
             state__in=NodeJob.ACTIVE, heartbeat_at__lt=cutoff):
-        reason = (f"lost: no heartbeat from its worker since {job.heartbeat_at:%Y-%m-%d %H:%M:%S} "
-                  f"UTC (worker stopped or killed); not re-run automatically")
+        # stored after the kind "lost" (pages and run_gate show "lost: …" once)
+        words = (f"no heartbeat from its worker since {job.heartbeat_at:%Y-%m-%d %H:%M:%S} "
+                 f"UTC (worker stopped or killed); not re-run automatically")
+        reason = f"lost: {words}"
         if not NodeJob.objects.filter(id=job.id, state__in=NodeJob.ACTIVE,
                                       heartbeat_at__lt=cutoff).update(
-                state=NodeJob.State.FAILED, error_kind="lost", error=reason,
+                state=NodeJob.State.FAILED, error_kind="lost", error=words,
                 finished_at=timezone.now()):
             continue  # it came back to life or someone else recovered it
         for run in job.gate_run.probe_runs.select_related("node__credential").filter(
@@ -137,7 +139,7 @@ def recover_lost_jobs(*, after: timedelta | None = None) -> list[str]:
             said = _kill(run) if run.state == ProbeRun.State.RUNNING else "was parsing"
             ProbeRun.objects.filter(id=run.id).update(
                 state=ProbeRun.State.FAILED, error_kind="lost", finished_at=timezone.now(),
-                error=f"{reason}; remote process group: {said}")
+                error=f"{words}; remote process group: {said}")
         lines.append(f"{job.gate_run} on {job.node.name}: {reason}")
         events.announce(events.run_lost, node_job_id=job.id)  # notifications
         logger.warning("recovered lost node job %s: %s", job.id, reason)

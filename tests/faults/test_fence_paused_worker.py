@@ -39,6 +39,8 @@ def test_a_resumed_worker_whose_job_was_declared_lost_touches_neither_node_nor_l
         lost_record = site.query("select state, error_kind, error, finished_at from "
                                  "runners_proberun where probe = 'fio_seqread'")
         assert [r[:2] for r in lost_record] == [("failed", "lost")]
+        # the kind is said once where kind and words are shown together ("lost: no …")
+        assert lost_record[0][2].startswith("no heartbeat from its worker since "), lost_record
         assert processes_matching(str(scratch)) == []  # recovery killed it on the node
         os.killpg(worker.pid, signal.SIGCONT)  # … and the worker resumes
         out, err = runner.communicate(timeout=120)
