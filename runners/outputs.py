@@ -214,8 +214,19 @@ def output_range(run, stream: str, offset: int, limit: int) -> bytes:
     if handle is None:
         return b""
     with handle:
-        handle.seek(offset)
+        if not _seek(handle, offset):
+            return b""
         return handle.read(limit)
+
+
+def _seek(handle: IO[bytes], offset: int) -> bool:
+    """Seek to ``offset``; False when no file here can reach it (beyond the filesystem's
+    largest file: EINVAL), so a reader asking that far gets nothing rather than an error."""
+    try:
+        handle.seek(offset)
+    except (OSError, OverflowError, ValueError):
+        return False
+    return True
 
 
 def output_bytes(run, stream: str = "stdout") -> bytes:
@@ -242,7 +253,8 @@ def live_read(run_id: int, stream: str, offset: int, limit: int, upto: int) -> b
     there is no live file (the run finished meanwhile, or it was recorded another way)."""
     try:
         with open(live_path(run_id, stream), "rb") as handle:
-            handle.seek(offset)
+            if offset >= upto or not _seek(handle, offset):
+                return b""
             return handle.read(max(0, min(limit, upto - offset)))
     except FileNotFoundError:
         return None

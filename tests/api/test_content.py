@@ -112,6 +112,26 @@ def test_raw_output_by_stream_and_offset(ledger, client_for):
     assert client.get(url + "?limit=0").status_code == 400
 
 
+
+@pytest.mark.parametrize("offset", [17592186044415, 9223372036854775807])
+def test_an_offset_beyond_the_largest_file_reads_nothing(ledger, client_for, offset):
+    """An offset past what the filesystem's largest file can reach (ext4: 2^44 bytes) made
+    ``seek`` fail with EINVAL: a 500 here and a traceback from ``tail_run``."""
+    from runners import intake
+
+    run = ledger.probe_run
+    intake.raw_output_keep(run, stdout=b"kept in its file\n", stderr=b"", simulated=False)
+    run.save()
+    assert run.stdout_file
+    response = client_for("customer").get(
+        f"/api/probe-runs/{run.id}/output/?offset={offset}")
+    assert response.status_code == 200 and response.content == b""
+    assert (response["X-Next-Offset"], response["X-Output-Finished"]) == (str(offset), "true")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("tail_run", str(run.id), "--offset", str(offset), stdout=out, stderr=err)
+    assert (out.getvalue(), err.getvalue()) == (
+        "", f"[probe run {run.id} stdout: resume with --offset {offset}]\n")
+
 def test_decisions_carry_their_verdicts(ledger, client_for):
     body = client_for("customer").get(f"/api/decisions/{ledger.decision.id}/").json()
     assert (body["outcome"], body["gate"], body["gate_run"], body["report"]) == (
