@@ -417,6 +417,10 @@ LOGGING = {
                              **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "loggers": {
         "paramiko": {"level": "WARNING"},
+        # paramiko's transport thread logs a failed handshake (no SSH banner, a reset) as
+        # ERROR lines of a traceback; runners.transport reports each such failure itself, in one
+        # line naming the node, so commands and logs never show the traceback.
+        "paramiko.transport": {"level": "CRITICAL"},
         "pyhanko": {"level": "ERROR"},
         "pyhanko_certvalidator": {"level": "ERROR"},
     },

@@ -54,8 +54,16 @@ def logged_text(caplog) -> str:
 
 @pytest.mark.slow
 def test_it_never_logs_secrets_during_a_gate_run_and_a_failed_login(lab, caplog, fernet_key):
+    from celery import current_app
+
+    # Celery's Django fix-up runs django.setup() (settings.LOGGING again: levels reset, root's
+    # handlers replaced, the capture's among them) when the task modules are first imported:
+    # done first, the capture put back, so the DEBUG levels below hold through the runs.
+    current_app.loader.import_default_modules()
+    logging.getLogger().addHandler(caplog.handler)
     caplog.set_level(logging.DEBUG)
     caplog.set_level(logging.DEBUG, logger="paramiko")
+    caplog.set_level(logging.DEBUG, logger="paramiko.transport")  # muted by the settings
     engagement, lab_server = lab("healthy")
     key = keypair(passphrase=PASSPHRASE)
     key.authorise_on(lab_server.directory)

@@ -5,8 +5,12 @@ service that waits for its client): one line naming the port and the wait, never
 from __future__ import annotations
 
 import io
+import os
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -61,3 +65,21 @@ def test_node_fingerprint_says_so_in_one_line(silent_port):
 def test_a_port_out_of_range_is_refused_before_connecting(port):
     with pytest.raises(CommandError, match=f"--port {port}: a TCP port is 1 … 65535"):
         call_command("node_fingerprint", "127.0.0.1", "--port", port, stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("seconds", ["1", "2"])
+def test_node_fingerprint_prints_no_traceback_whichever_timeout_fires_first(silent_port,
+                                                                            tmp_path, seconds):
+    """The handshake's banner timeout and the key exchange's share the same length: when the
+    banner's fires first, paramiko's thread logged its traceback on stderr before our line."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(DJANGO_SETTINGS_MODULE="acceptance.settings", ACCEPTANCE_VAR_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "manage.py", "node_fingerprint", "127.0.0.1", "--port",
+         str(silent_port), "--timeout", seconds], cwd=Path(__file__).resolve().parents[2],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(f"CommandError: cannot read the host key of 127.0.0.1:"
+                               f"{silent_port}: 127.0.0.1:{silent_port}: no SSH host key")

@@ -106,6 +106,7 @@ def test_bad_fields_are_named_and_secrets_are_not_echoed_nor_logged(
         engagement, node_server, people, caplog):
     caplog.set_level(logging.DEBUG)
     caplog.set_level(logging.DEBUG, logger="paramiko")
+    caplog.set_level(logging.DEBUG, logger="paramiko.transport")  # muted by the settings
     engineer = people("ACME").engineer
     key = keypair(passphrase=PASSPHRASE)
     key.authorise_on(node_server.directory)
