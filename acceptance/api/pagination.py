@@ -30,10 +30,7 @@ class LedgerCursorPagination(CursorPagination):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None or raw == "":
             return self.page_size
-        try:
-            size = int(raw)
-        except ValueError:
-            size = 0
+        size = int(raw) if raw.isascii() and raw.isdigit() else 0
         if size < 1:
             raise ValidationError({self.page_size_query_param: (
                 f"expected a whole number 1 … {self.max_page_size}, not {raw!r}")})
@@ -54,33 +51,34 @@ class LedgerCursorPagination(CursorPagination):
         return cursor
 
 
-def _whole_number(request, name: str, low: int, high: int) -> int | None:
-    """The query parameter ``name`` as a whole number ``low`` … ``high`` (None when absent);
-    400 naming it otherwise."""
+def _whole_number(request, name: str, low: int, high: int | None, words: str) -> int | None:
+    """The query parameter ``name`` as a whole number of ASCII digits, ``low`` … ``high`` (no
+    upper bound when None), None when absent; 400 naming it otherwise (``int()`` alone took
+    "1_0", "+2", " 3 " and other scripts' digits)."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        raise ValidationError({name: f"expected a whole number {low} … {high}, not {raw!r}"})
+    value = int(raw) if raw.isascii() and raw.isdigit() else None
+    if value is None or value < low or (high is not None and value > high):
+        raise ValidationError({name: f"expected {words}, not {raw!r}"})
     return value
 
 
 class LedgerLimitOffsetPagination(LimitOffsetPagination):
     """The other lists (engagements, gate runs, probe runs, decisions, reports): ``?limit=`` is
-    1 … ``max_limit`` and ``?offset=`` 0 … 2^63 − 1; anything else is a 400 naming the
-    parameter (DRF ignored a bad one, and a 20-digit limit reached the database as a 503)."""
+    a whole number from 1 (a page holds at most ``max_limit`` rows: more is that many) and
+    ``?offset=`` 0 … 2^63 − 1; anything else is a 400 naming the parameter (DRF ignored a bad
+    one, and a 20-digit limit reached the database as a 503)."""
 
     default_limit = 100
     max_limit = 1000
 
     def get_limit(self, request) -> int:
-        limit = _whole_number(request, self.limit_query_param, 1, ID_MAX)
+        limit = _whole_number(request, self.limit_query_param, 1, None,
+                              f"a whole number from 1 (a page holds at most {self.max_limit})")
         return self.default_limit if limit is None else min(limit, self.max_limit)
 
     def get_offset(self, request) -> int:
-        offset = _whole_number(request, self.offset_query_param, 0, ID_MAX)
+        offset = _whole_number(request, self.offset_query_param, 0, ID_MAX,
+                               f"a whole number 0 … {ID_MAX}")
         return 0 if offset is None else offset

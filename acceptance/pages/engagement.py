@@ -196,6 +196,9 @@ def _audit_change(action: str, details: dict) -> str:
             "gates": ", ".join(details["stopped_gates"]) or "—"}
     if "reviewed" in details:
         return _("%(gate)s accepted after review") % {"gate": details.get("gate", "")}
+    if "node" in details and "new_fingerprint" in details:  # a host key re-pinned
+        return f"{details['node']} · {details.get('old_fingerprint', '')} → " \
+               f"{details['new_fingerprint']}"
     if "node" in details:
         return f"{details['node']} · {details.get('host_key_fingerprint', '')}"
     # Other entries' details carry these keys with other shapes (the lab's "bom" is a sentence).

@@ -46,6 +46,7 @@ AUDIT_ACTION_WORDS = {
     "engagement re-opened": gettext_lazy("engagement re-opened"),
     "review accepted": gettext_lazy("review accepted"),
     "node enrolled": gettext_lazy("node enrolled"),
+    "node host key re-pinned": gettext_lazy("node host key re-pinned"),
     "lab engagement created": gettext_lazy("lab engagement created"),
     "engagement created": gettext_lazy("engagement created"),
     "due date moved": gettext_lazy("due date moved"),

@@ -259,7 +259,11 @@ def test_a_host_key_that_changed_legitimately_is_re_pinned_once_confirmed(lab, t
         repin(new)
     unchanged()
     NodeJob.objects.filter(pk=job.pk).update(state="done")
-    out = repin(new)
+    for timeout in ("-1", "nan"):
+        with pytest.raises(CommandError, match=f"--timeout {timeout}: give 0 < seconds <= 600"):
+            command("node_repin", engagement.name, "ctrl-01", "--fingerprint", new,
+                    "--reason", "x", "--timeout", timeout)
+    out = repin(f"256 {new} root@ctrl-01 (ED25519)")  # the console's whole ssh-keygen line
     assert out == (f"re-pinned ctrl-01 (127.0.0.1:{changed.port}): host key {old} -> "
                    f"{new} (ssh-ed25519)\n")
     node.refresh_from_db()

@@ -224,6 +224,9 @@ def test_a_changed_host_key_is_re_pinned_from_the_nodes_page_once_confirmed(
                                                    presented, new)
     listing = engineer.client.get(response["Location"]).content.decode()
     assert f"Re-pinned gpu-01: host key {presented} replaced by {new}" in listing
+    # the engagement page's audit trail shows both fingerprints
+    trail = crew.manager.client.get(reverse("engagement-detail", args=[engagement.name]))
+    assert f"gpu-01 · {presented} → {new}" in trail.content.decode()
     # Read again now: the node presents the pinned key, nothing to re-pin.
     again = engineer.client.post(url, {"step": "fetch"}).content.decode()
     assert "presents the pinned host key: nothing to re-pin." in again

@@ -60,6 +60,8 @@ class Command(BaseCommand):
                             help="seconds to wait for the node (default 10)")
 
     def handle(self, *args, **o):
+        if not 0 < o["timeout"] <= 600:
+            raise CommandError(f"--timeout {o['timeout']:g}: give 0 < seconds <= 600")
         engagement = Engagement.objects.filter(name=o["engagement"]).first()
         if engagement is None:
             raise CommandError(f"no engagement named {o['engagement']!r}")

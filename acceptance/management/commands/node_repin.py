@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.models import Engagement
 from acceptance.services import EnrolmentRefused, host_key_fetch, node_host_key_repin
+from runners.forms import fingerprint_from
 from runners.transport import TransportError
 
 
@@ -45,6 +46,10 @@ class Command(BaseCommand):
         if not reason.strip():
             raise CommandError("--reason is blank: say why the host key changed (it is recorded "
                                "in the audit trail)")
+        if not 0 < timeout <= 600:
+            raise CommandError(f"--timeout {timeout:g}: give 0 < seconds <= 600")
+        # a whole `ssh-keygen -lf` line from the console is fine, as on the page
+        fingerprint = fingerprint_from(fingerprint) or fingerprint
         try:
             host_key = host_key_fetch(address=node.address, port=node.port, via=node.jump_host,
                                       timeout=timeout)
