@@ -65,6 +65,23 @@ def _login_check(node: Node, outcome: str = "not enrolled") -> None:
                                f"{outcome}")
 
 
+def _key_confirmed(host_key: str, confirmed_fingerprint: str, *, where: str,
+                   outcome: str) -> tuple[str, str]:
+    """The fingerprint and type of ``host_key`` when ``confirmed_fingerprint`` (read on the
+    node's console) is its fingerprint; EnrolmentRefused showing both, and ``outcome``,
+    otherwise."""
+    presented = host_key_fingerprint(host_key)
+    key_type = host_key.split()[0]
+    confirmed = confirmed_fingerprint.strip()
+    if confirmed != presented:
+        raise EnrolmentRefused(
+            f"{where} presents host key {presented} ({key_type}), not the confirmed "
+            f"{confirmed or '(none given)'}: {outcome}. Compare with 'ssh-keygen -lf' of the "
+            "node's host key file (by default /etc/ssh/ssh_host_ed25519_key.pub) on its own "
+            "console; a different key may mean another machine answers at that address.")
+    return presented, key_type
+
+
 @transaction.atomic
 def node_enrol(*, engagement: Engagement, name: str, role: str, address: str, port: int,
                ssh_user: str, credential: Credential, host_key: str, confirmed_fingerprint: str,
@@ -78,16 +95,9 @@ def node_enrol(*, engagement: Engagement, name: str, role: str, address: str, po
     connection), and ValidationError for bad fields. The enrolment is recorded in the
     engagement's audit trail.
     """
-    presented = host_key_fingerprint(host_key)
-    key_type = host_key.split()[0]
-    confirmed = confirmed_fingerprint.strip()
-    if confirmed != presented:
-        raise EnrolmentRefused(
-            f"{name} ({address}:{port}) presents host key {presented} ({key_type}), not the "
-            f"confirmed {confirmed or '(none given)'}: not enrolled. Compare with "
-            f"'ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub' on the node's console; a "
-            "different key may mean another machine answers at that address."
-        )
+    presented, key_type = _key_confirmed(host_key, confirmed_fingerprint,
+                                         where=f"{name} ({address}:{port})",
+                                         outcome="not enrolled")
     node = Node(engagement=engagement, name=name, role=role, address=address, port=port,
                 ssh_user=ssh_user, credential=credential, host_key=host_key.strip(),
                 host_key_fingerprint=presented, jump_host=jump_host, **fields)
@@ -136,15 +146,9 @@ def node_host_key_repin(*, node: Node, host_key: str, confirmed_fingerprint: str
     if not reason:
         raise EnrolmentRefused(f"{node.name}: re-pinning its host key needs a reason (it is "
                                f"recorded in the audit trail); the pinned key stays {pinned}")
-    presented = host_key_fingerprint(host_key)
-    key_type = host_key.split()[0]
-    confirmed = confirmed_fingerprint.strip()
-    if confirmed != presented:
-        raise EnrolmentRefused(
-            f"{node.name} ({node.address}:{node.port}) presents host key {presented} "
-            f"({key_type}), not the confirmed {confirmed or '(none given)'}: the pinned key stays "
-            f"{pinned}. Compare with 'ssh-keygen -lf' of the node's host key on its console; a "
-            "different key may mean another machine answers at that address.")
+    presented, key_type = _key_confirmed(host_key, confirmed_fingerprint,
+                                         where=f"{node.name} ({node.address}:{node.port})",
+                                         outcome=f"the pinned key stays {pinned}")
     if presented == pinned:
         raise EnrolmentRefused(f"{node.name} presents the pinned host key {pinned} already: "
                                "nothing to re-pin")
