@@ -48,6 +48,10 @@ class Report(models.Model):
     signer = models.CharField(max_length=300)
     signed_at = models.DateTimeField()
     simulated = models.BooleanField(default=False)
+    outcome = models.CharField(
+        max_length=16, blank=True,
+        help_text="what the report states: passed, stopped or review (a final report: the "
+                  "engagement's); empty on final reports issued before it was recorded")
     created_at = models.DateTimeField(auto_now_add=True, null=True)
     signing_seconds = models.FloatField(
         null=True, blank=True, help_text="time spent signing it (the metrics read it)")

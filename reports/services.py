@@ -98,7 +98,7 @@ def _sign_and_store(build: Callable[[], GateReportContext], *, engagement: Engag
     context = build()
     label = (f"{context.gate_code} decision: {context.decision_outcome}" if kind == "gate"
              else f"final acceptance report: {context.decision_outcome}")
-    simulated = context.simulated
+    simulated, outcome = context.simulated, context.decision_outcome
     if signoff_complete is None:
         signoff_complete = context.signoff_complete
     pdf = render_gate_report_pdf(context)
@@ -119,7 +119,7 @@ def _sign_and_store(build: Callable[[], GateReportContext], *, engagement: Engag
                     signoff_complete=signoff_complete,
                     path="", sha256=hashlib.sha256(signed).hexdigest(), size_bytes=len(signed),
                     signer=check.signer, signed_at=check.signed_at or timezone.now(),
-                    simulated=simulated, signing_seconds=signing_seconds,
+                    simulated=simulated, signing_seconds=signing_seconds, outcome=outcome,
                 )
         except IntegrityError:  # the same version issued meanwhile (the unique constraints)
             raise ReportRefused(f"version {version} of this report was issued meanwhile; "

@@ -89,7 +89,7 @@ def _series(engagements: QuerySet[Engagement]) -> tuple[dict[int, dict[tuple, li
     parties: dict[int, set[str]] = {}
     rows = Report.objects.filter(engagement__in=engagements).order_by("version", "id").values(
         "id", "engagement_id", "kind", "about_id", "version", "origin", "signoff_complete",
-        "signed_at", "simulated", "signoffs__party")
+        "signed_at", "simulated", "outcome", "signoffs__party")
     for row in rows:
         party = row.pop("signoffs__party")
         if row["id"] not in parties:
@@ -139,7 +139,8 @@ def portal_rows(engagements: QuerySet[Engagement], today: date) -> list[PortalEn
                         decision.outcome, signed))
         final = mine.get((Report.Kind.FINAL, None))
         if final:
-            reports.append(_report_row(final, _("Final acceptance report"), "", signed))
+            reports.append(_report_row(final, _("Final acceptance report"),
+                                       final[-1].outcome, signed))
         rows.append(PortalEngagement(
             name=engagement.name,
             url=reverse("engagement-detail", args=[engagement.name]),

@@ -118,6 +118,17 @@ def test_it_issues_a_final_report_of_an_engagement_stopped_at_g1(lab):
     assert code == 1
     report = final_report_issue(engagement=engagement, issued_by="pm")
     assert (report.kind, report.version, report.about_id) == ("final", 1, None)
+    # the row keeps what the report states: the portal's final row shows it
+    assert report.outcome == "stopped"
+    assert Report.objects.get(kind="gate", engagement=engagement).outcome == "stopped"
+    from django.utils import timezone
+
+    from acceptance.models import Engagement
+    from acceptance.pages.portal import portal_rows
+
+    row, = portal_rows(Engagement.objects.filter(pk=engagement.pk), timezone.localdate())
+    final_row, = [r for r in row.reports if r.title == "Final acceptance report"]
+    assert (final_row.outcome, str(final_row.outcome_word)) == ("stopped", "stopped")
     path = Path(report.path)
     _keep(path, "missing-drive-final-en.pdf")
     assert verify_pdf(path.read_bytes()).valid
