@@ -12,12 +12,15 @@ with a 400 naming the parameter (DRF answers 404 "Invalid cursor" for the first,
 second, and a forged position reached the database: a 500 or a 503).
 """
 
+import re
+
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination, LimitOffsetPagination
 
 # Ids are 64-bit signed integers in every database we use.
 ID_MIN, ID_MAX = -(2**63), 2**63 - 1
 CURSOR_REFUSED = "not a cursor of this list: follow the next or previous link as given"
+_CURSOR_TEXT = re.compile(r"[A-Za-z0-9+/]+={0,2}")  # what DRF's encode_cursor writes
 
 
 class LedgerCursorPagination(CursorPagination):
@@ -37,6 +40,11 @@ class LedgerCursorPagination(CursorPagination):
         return min(size, self.max_page_size)
 
     def decode_cursor(self, request):
+        raw = request.query_params.get(self.cursor_query_param)
+        if raw is not None and not _CURSOR_TEXT.fullmatch(raw):
+            # DRF's base64 reading skips what is not base64: "%00" or " " read as "no cursor",
+            # the first page, instead of a refusal
+            raise ValidationError({self.cursor_query_param: CURSOR_REFUSED})
         try:
             cursor = super().decode_cursor(request)
         except NotFound:

@@ -93,7 +93,7 @@ def cursor_of(text: str) -> str:
 
 @pytest.mark.parametrize("cursor", ["not-a-cursor", cursor_of("p=abc"), cursor_of("p=1e3"),
                                     cursor_of(f"p={2**63}"), cursor_of("o=-1&p=5"),
-                                    cursor_of("r=x&p=5")])
+                                    cursor_of("r=x&p=5"), "\x00", " ", "", "cD0x\x00"])
 def test_it_refuses_a_forged_cursor_in_one_line(many, client_for, cursor):
     response = client_for("pm").get(f"/api/measurements/?cursor={quote(cursor)}")
     assert response.status_code == 400
