@@ -105,8 +105,9 @@ def _pages_show_the_table(client, path: Path) -> None:
         assert response.status_code == 200
         text = " ".join(response.content.decode().split())
         assert "The evidence gives the recorded decision." in text
-        assert "<td>G1</td><td>drive-count</td><td>&gt;= 24</td> <td>23.0 · fail</td> " \
-               "<td>23.0 · fail</td>" in text
+        # the metric, as on every other page (the criterion's key in its title)
+        assert '<td>G1</td><td title="drive-count">drive_count</td><td>&gt;= 24</td> ' \
+               "<td>23.0 · fail</td> <td>23.0 · fail</td>" in text
         assert "G1 decision: recorded stopped, recomputed stopped" in text
     assert client.post(reverse("report-verify"), {
         "pdf": SimpleUploadedFile("r.pdf", path.read_bytes(), "application/pdf")
