@@ -166,11 +166,14 @@ def server_start(directory: Path, *, scenario: dict, extra_env: dict[str, str] |
             continue
         try:
             _wait_for_banner(port)
+            # no pid file: the banner was another daemon's on the same port (two starts given
+            # one free port at once), or this one died: stopped, and started again elsewhere
+            pid = _read_pid(directory / "sshd.pid", deadline_s=10.0)
         except LabError as error:
             last_error = str(error)
-            server_stop(directory)
+            if not server_stop(directory):
+                _stop_started_from(directory)  # started, its pid file not written yet
             continue
-        pid = _read_pid(directory / "sshd.pid")
         info = {"port": port, "pid": pid, "user": user}
         _write(directory / "server.json", json.dumps(info), 0o644)
         return LabServer(directory, port, pid, user, host_public, client_private)
@@ -200,6 +203,17 @@ def _is_our_sshd(pid: int, directory: Path) -> bool:
         return False
     # sshd rewrites its title ("sshd: /usr/sbin/sshd -f CONFIG [listener] …"): a substring test.
     return b"sshd" in cmdline and str(directory / "sshd_config").encode() in cmdline
+
+
+def _stop_started_from(directory: Path) -> None:
+    """SIGTERM every sshd started with ``directory``'s config (one that has not written its pid
+    file: ``server_stop`` cannot name it)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _is_our_sshd(int(entry.name), directory):
+            try:
+                os.kill(int(entry.name), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
 
 def server_stop(directory: Path) -> bool:
