@@ -33,7 +33,7 @@ from runners.dispatch import gate_run_finish_if_complete, node_jobs_dispatch
 from runners.doorbell import BrokerUnavailable
 from runners.lease import (
     LeaseLost,
-    connection_lost,
+    database_fault,
     db_retry,
     first_line,
     held,
@@ -274,10 +274,8 @@ def probe_run_execute(*, ctx: _JobContext, spec: Probe, values: dict,
         run.finished_at = timezone.now()
         run.tool_version = version.result()
         run.state, run.error_kind = ProbeRun.State.FAILED, "database"
-        lost = ("the database connection was lost" if connection_lost(error) else
-                "the database refused a write")
-        run.error = (f"{lost} during the probe ({first_line(error)}); remote process group: "
-                     f"{said}")
+        run.error = (f"{database_fault(error)} during the probe ({first_line(error)}); remote "
+                     f"process group: {said}")
         _settle(ctx, run, recorder, fields)
         raise DatabaseLost(f"{node.name}: {spec.name}: {run.error}") from None
     except TransportError as error:
@@ -428,9 +426,7 @@ def node_job_execute(*, node_job_id: int) -> None:
         job.state, job.error_kind, job.error = NodeJob.State.FAILED, "database", str(error)
     except DatabaseError as error:  # between probes: nothing of the node was left running
         job.state, job.error_kind = NodeJob.State.FAILED, "database"
-        job.error = (f"the database connection was lost: {first_line(error)}"
-                     if connection_lost(error) else
-                     f"the database refused a write: {first_line(error)}")
+        job.error = f"{database_fault(error)}: {first_line(error)}"
     except Exception as error:  # recorded, never swallowed silently: the run becomes an error
         logger.exception("node job %s failed", node_job_id)
         job.state, job.error_kind = NodeJob.State.FAILED, "internal"

@@ -151,6 +151,12 @@ def connection_lost(error: BaseException) -> bool:
     return isinstance(error, CONNECTION_ERRORS)
 
 
+def database_fault(error: BaseException) -> str:
+    """What a database error was, in words: the connection lost, or a write refused."""
+    return ("the database connection was lost" if connection_lost(error) else
+            "the database refused a write")
+
+
 def db_retry(write: Callable[[], T], *, what: str) -> T:
     """Run ``write`` (a top-level ledger write, not inside a transaction), reconnecting and
     trying again while the database connection is lost, for up to ``RUNS_DB_RETRY_SECONDS``
